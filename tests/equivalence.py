@@ -1,0 +1,117 @@
+"""Equivalence cases: N ranks of ZeroOptimizer against a one-process fp64 reference.
+
+Every rank trains on its slice of one global batch; the reference trains the same initial
+model in fp64 on the whole batch with the same torch optimizer. Compared: the update
+(final - initial parameters) of the fp32 master weights, relative to the reference update, so a
+wrong averaging or unscaling factor shows as an error near 1. The model's own (fp16/bf16)
+parameters must equal the master weights cast to their dtype, on every rank.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.distributed as dist
+
+from tritonzero import ZeroOptimizer
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# Relative error of the update. fp32: fp32 arithmetic against fp64. bf16/fp16: the model's own
+# forward and backward run in that dtype (8 and 11 bits of mantissa) while the reference is fp64.
+# Adam normalises each element's update, so it magnifies the noise of small gradients: looser.
+TOLERANCE = {
+    ("sgd", "fp32"): 2e-5, ("sgd", "bf16"): 1e-2, ("sgd", "fp16"): 3e-3,
+    ("adamw", "fp32"): 2e-5, ("adamw", "bf16"): 5e-2, ("adamw", "fp16"): 4e-2,
+}
+GLOBAL_BATCH = 12  # divisible by 1, 2 and 3 ranks
+
+
+class Net(torch.nn.Module):
+    """Odd sizes; ``unused`` gets no gradient unless ``use_all``."""
+
+    def __init__(self, use_all: bool = True):
+        super().__init__()
+        self.inp = torch.nn.Linear(17, 45)
+        self.mid = torch.nn.Linear(45, 33)
+        self.out = torch.nn.Linear(33, 7)
+        self.unused = torch.nn.Linear(5, 3)
+        self.use_all = use_all
+
+    def forward(self, x):
+        y = self.out(torch.tanh(self.mid(torch.nn.functional.gelu(self.inp(x)))))
+        if self.use_all:
+            y = y + self.unused.weight.sum() * 1e-2 + self.unused.bias.sum()
+        return y
+
+
+def _optimizer(name: str, params, **kw):
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=kw.get("lr", 0.05), momentum=0.9)
+    groups = [
+        {"params": [p for n, p in params if n.endswith("weight")], "weight_decay": 0.1},
+        {"params": [p for n, p in params if n.endswith("bias")], "weight_decay": 0.0, "lr": 2e-3},
+    ]
+    return torch.optim.AdamW(groups, lr=kw.get("lr", 1e-3))
+
+
+def full_masters(opt: ZeroOptimizer) -> dict[int, torch.Tensor]:
+    """Every parameter's fp32 master value, gathered from all ranks' shards (keyed by id)."""
+    out = {}
+    for b in opt.buckets:
+        full = torch.empty(b.layout.padded_numel, dtype=torch.float32, device=b.master.device)
+        if opt.world_size > 1:
+            dist.all_gather_into_tensor(full, b.master.contiguous())
+        else:
+            full.copy_(b.master)
+        for p, off, n in zip(b.params, b.layout.offsets, b.layout.numels):
+            out[id(p)] = full[off : off + n].view_as(p)
+    return out
+
+
+def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, use_all: bool = True,
+             grad_scale: float = 1.0, lr: float | None = None, device: str = "cpu") -> dict:
+    """Train ``steps`` steps on this rank and on the reference; return the relative update error."""
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+    dtype = DTYPES[dtype_name]
+    torch.manual_seed(1234)
+    model = Net(use_all).to(device=device, dtype=dtype)
+    ref = copy.deepcopy(model).double()  # starts from the same (rounded) values
+    kw = {} if lr is None else {"lr": lr}
+    ref_opt = _optimizer(opt_name, list(ref.named_parameters()) if opt_name != "sgd" else ref.parameters(), **kw)
+    opt = ZeroOptimizer(
+        model,
+        _optimizer(opt_name, list(model.named_parameters()) if opt_name != "sgd" else model.parameters(), **kw),
+        bucket_size=bucket_size,
+    )
+    start = {id(p): q.detach().clone() for p, q in zip(model.parameters(), ref.parameters())}
+
+    gen = torch.Generator().manual_seed(99)
+    local = GLOBAL_BATCH // world
+    for _ in range(steps):
+        x = torch.randn(GLOBAL_BATCH, 17, generator=gen).to(device)
+        y = torch.randn(GLOBAL_BATCH, 7, generator=gen).to(device)
+        xs, ys = x[rank * local : (rank + 1) * local], y[rank * local : (rank + 1) * local]
+        loss = torch.nn.functional.mse_loss(model(xs.to(dtype)).float(), ys) * grad_scale
+        opt.backward(loss)
+        opt.step()
+        opt.zero_grad()
+
+        ref_loss = torch.nn.functional.mse_loss(ref(x.double()), y.double()) * grad_scale
+        ref_loss.backward()
+        for p in ref.parameters():  # documented: no gradient counts as a zero gradient
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        ref_opt.step()
+        ref_opt.zero_grad()
+
+    masters = full_masters(opt)
+    num = den = 0.0
+    for p, q in zip(model.parameters(), ref.parameters()):
+        m = masters[id(p)].double()
+        if not torch.equal(p.detach(), m.to(dtype)):
+            raise AssertionError(f"rank {rank}: model parameter differs from its gathered master weight")
+        d_ref = q.detach() - start[id(p)]
+        num += (m - start[id(p)] - d_ref).square().sum().item()
+        den += d_ref.square().sum().item()
+    return {"rel_err": (num / den) ** 0.5, "loss_scale": opt.loss_scale, "buckets": len(opt.buckets)}

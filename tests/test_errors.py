@@ -1,0 +1,72 @@
+"""Bad input fails with a clear error, never a hang or silent corruption."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from distributed import run_ranks
+from tritonzero import ZeroOptimizer
+
+
+def _mlp(*sizes):
+    return torch.nn.Sequential(*[torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])])
+
+
+def test_parameters_on_different_devices():
+    model = _mlp(3, 4, 2)
+    model[1].to("meta")
+    with pytest.raises(ValueError, match="different devices"):
+        ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+def test_unsupported_dtype():
+    model = _mlp(3, 4).double()
+    with pytest.raises(TypeError, match="not supported"):
+        ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1))
+
+
+def test_optimizer_over_foreign_parameters():
+    model, other = _mlp(3, 4), _mlp(3, 4)
+    with pytest.raises(ValueError, match="not trainable parameters of the model"):
+        ZeroOptimizer(model, torch.optim.SGD(list(model.parameters()) + list(other.parameters()), lr=0.1))
+
+
+def test_optimizer_missing_model_parameters():
+    model = _mlp(3, 4, 2)
+    with pytest.raises(ValueError, match="not in the optimizer"):
+        ZeroOptimizer(model, torch.optim.SGD(model[0].parameters(), lr=0.1))
+
+
+def test_sparse_gradients():
+    model = torch.nn.Embedding(10, 3, sparse=True)
+    opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    with pytest.raises(RuntimeError, match="sparse gradients"):
+        model(torch.tensor([1, 2])).sum().backward()
+
+
+def test_second_backward_before_step():
+    model = _mlp(3, 4)
+    opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    opt.backward(model(torch.randn(2, 3)).sum())
+    with pytest.raises(RuntimeError, match="second gradient"):
+        opt.backward(model(torch.randn(2, 3)).sum())
+    opt.zero_grad()  # recovers: the next step works
+    opt.backward(model(torch.randn(2, 3)).sum())
+    opt.step()
+
+
+def _build_with_rank_dependent_shape():
+    import torch.distributed as dist
+
+    model = _mlp(3, 4 + dist.get_rank(), 2)
+    try:
+        ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    except RuntimeError as e:
+        return str(e)
+    return "no error"
+
+
+def test_shapes_differ_across_ranks():
+    messages = run_ranks(2, _build_with_rank_dependent_shape)
+    assert all("differ across ranks" in m for m in messages), messages

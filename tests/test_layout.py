@@ -1,0 +1,43 @@
+"""Bucket layout: aligned, non-overlapping regions, rank-contiguous shards, backward order."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tritonzero.kernels.bucket_prep import REGION_ALIGN
+from tritonzero.layout import SHARD_ALIGN, plan_buckets
+
+
+def _params(sizes, dtype=torch.float32):
+    return [torch.nn.Parameter(torch.empty(n, dtype=dtype)) for n in sizes]
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 8])
+@pytest.mark.parametrize("bucket_size", [1, 100, 5000, 10**9])
+def test_layout_invariants(world_size, bucket_size):
+    sizes = [5, 1023, 7, 4097, 1, 300, 77]
+    params = _params(sizes)
+    layouts = plan_buckets(params, [0] * len(params), bucket_size, world_size)
+    seen = [i for lay in layouts for i in lay.param_indices]
+    assert seen == list(reversed(range(len(sizes))))  # expected backward order, each param once
+    for lay in layouts:
+        assert lay.padded_numel % (world_size * SHARD_ALIGN) == 0
+        assert lay.shard_numel * world_size == lay.padded_numel
+        ends = [o + n for o, n in zip(lay.offsets, lay.numels)]
+        assert all(o % REGION_ALIGN == 0 for o in lay.offsets)
+        assert all(e <= o for e, o in zip(ends, lay.offsets[1:])) and ends[-1] <= lay.padded_numel
+        if len(lay.param_indices) > 1:  # only a lone parameter may exceed bucket_size
+            assert sum(lay.numels) <= bucket_size + REGION_ALIGN * len(lay.numels)
+
+
+def test_dtypes_and_groups_get_separate_buckets():
+    params = _params([10, 20]) + _params([30], torch.float16) + _params([40])
+    layouts = plan_buckets(params, [0, 1, 0, 0], 10**6, 2)
+    keys = sorted((lay.dtype == torch.float16, lay.group, lay.param_indices) for lay in layouts)
+    assert keys == [(False, 0, (3, 0)), (False, 1, (1,)), (True, 0, (2,))]
+
+
+def test_bad_bucket_size():
+    with pytest.raises(ValueError, match="bucket_size"):
+        plan_buckets(_params([3]), [0], 0, 1)

@@ -1,0 +1,90 @@
+"""The fused bucket-prep kernel against a torch fp64 reference."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from tritonzero.kernels import BucketPrepPlan, prep_bucket
+from tritonzero.kernels.bucket_prep import REGION_ALIGN
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# Relative tolerance of the output: one rounding of the fp32 product into the output dtype.
+RTOL = {torch.float32: 1e-6, torch.float16: 1e-3, torch.bfloat16: 8e-3}
+SIZES = [1, 7, 1023, 4097, 33, 70001, 16, 5]
+
+
+def _layout(sizes: list[int], world_size: int) -> tuple[list[int], int]:
+    offsets, end = [], 0
+    for n in sizes:
+        offsets.append(end)
+        end += -(-n // REGION_ALIGN) * REGION_ALIGN
+    return offsets, -(-(end + 1) // (64 * world_size)) * 64 * world_size
+
+
+def _reference(grads, offsets, numel, factor, out_dtype):
+    ref = torch.zeros(numel, dtype=torch.float64)
+    for g, off in zip(grads, offsets):
+        if g is not None:
+            ref[off : off + g.numel()] = g.detach().cpu().double().reshape(-1) * factor
+    return ref
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("block", [64, None], ids=["block64", "default-block"])
+@pytest.mark.parametrize("src_dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("out_dtype", DTYPES, ids=str)
+def test_prep_matches_reference(device, block, src_dtype, out_dtype):
+    sizes = random.Random().sample(SIZES, k=len(SIZES))  # fresh order: regions land at new offsets
+    grads = [torch.randn(n, device=device).to(src_dtype) for n in sizes]
+    # A source at an address that is not 16-byte aligned takes the kernel's unaligned path.
+    grads[3] = torch.randn(sizes[3] + 1, device=device).to(src_dtype)[1:]
+    grads[5] = None  # a parameter without a gradient reads as zeros
+    offsets, numel = _layout(sizes, world_size=3)
+    plan = BucketPrepPlan.build(sizes, offsets, numel, torch.device(device), block=block)
+    bucket = torch.full((numel,), float("nan"), device=device, dtype=out_dtype)  # poison
+    flag = torch.zeros(1, dtype=torch.int32, device=device)
+    factor = random.uniform(0.1, 2.0)
+
+    prep_bucket(plan, plan.source_table(grads), bucket, flag, factor, src_dtype)
+
+    ref = _reference(grads, offsets, numel, factor, out_dtype)
+    out = bucket.cpu().double()
+    assert torch.isfinite(out).all(), "an element of the bucket (padding included) was not written"
+    torch.testing.assert_close(out, ref.to(out_dtype).double(), rtol=RTOL[out_dtype], atol=0)
+    assert flag.item() == 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan"), "overflow"])
+def test_flag_raised_exactly_on_non_finite(device, bad):
+    sizes = [1023, 4097, 7]
+    offsets, numel = _layout(sizes, world_size=2)
+    plan = BucketPrepPlan.build(sizes, offsets, numel, torch.device(device), block=1024)
+    bucket = torch.empty(numel, device=device, dtype=torch.float16)
+    flag = torch.zeros(1, dtype=torch.int32, device=device)
+    grads = [torch.randn(n, device=device) for n in sizes]
+
+    prep_bucket(plan, plan.source_table(grads), bucket, flag, 1.0, torch.float32)
+    assert flag.item() == 0
+    which = random.randrange(len(sizes))
+    where = random.randrange(sizes[which])
+    grads[which][where] = 1e6 if bad == "overflow" else bad  # 1e6 is finite in fp32, inf in fp16
+    prep_bucket(plan, plan.source_table(grads), bucket, flag, 1.0, torch.float32)
+    assert flag.item() == 1
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_source_table_reused_while_addresses_stay(device):
+    sizes = [7, 1023]
+    offsets, numel = _layout(sizes, world_size=1)
+    plan = BucketPrepPlan.build(sizes, offsets, numel, torch.device(device))
+    grads = [torch.randn(n, device=device) for n in sizes]
+    first = plan.source_table(grads)
+    assert plan.source_table(grads, previous=first) is first
+    moved = [grads[0], grads[1].clone()]
+    second = plan.source_table(moved, previous=first)
+    assert second is not first and second.key[1] == moved[1].data_ptr()

@@ -1,0 +1,137 @@
+"""One gradient bucket at run time: its buffers, its readiness count and its comm-stream pipeline.
+
+On CUDA, per bucket and per step (``ready`` and ``done`` are the bucket's two events)::
+
+    compute  ..bwd p5..bwd p4..bwd p3..[ready]..bwd p2 ...............................
+                                          \\ wait                       (no edge back)
+    comm     .............................[prep kernel][RS issue][wait NCCL][done]....
+    nccl     ..........................................[reduce-scatter]..............
+                                                                          \\ wait
+    step()   ......................................................................[done]..
+
+The comm stream waits on ``ready`` alone; the compute stream waits on ``done`` only in
+``finish_grad_sync`` (before the step) or when too many buckets are in flight (back-pressure).
+Without CUDA the prep kernel runs inline (Triton interpreter) and the reduce-scatter runs async
+on the process group until ``wait``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.distributed as dist
+
+from tritonzero.collectives import reduce_scatter
+from tritonzero.kernels import BucketPrepPlan, SourceTable, prep_bucket
+from tritonzero.layout import BucketLayout
+
+__all__ = ["Bucket"]
+
+
+class Bucket:
+    """Buffers and per-step state of one :class:`BucketLayout` on one rank.
+
+    The bucket's parameters become views of ``param_buffer`` (so the all-gather writes them in
+    place); ``grad_shard`` receives this rank's reduced slice; ``master`` is the fp32 slice the
+    wrapped optimizer steps (for fp32 parameters, the parameter slice itself).
+    """
+
+    def __init__(
+        self,
+        layout: BucketLayout,
+        params: list[torch.nn.Parameter],
+        rank: int,
+        reduce_dtype: torch.dtype,
+        device: torch.device,
+    ):
+        self.layout = layout
+        self.params = [params[i] for i in layout.param_indices]
+        self.reduce_dtype = reduce_dtype
+        self.param_buffer = torch.zeros(layout.padded_numel, dtype=layout.dtype, device=device)
+        with torch.no_grad():
+            for p, off, n in zip(self.params, layout.offsets, layout.numels):
+                view = self.param_buffer[off : off + n]
+                view.copy_(p.detach().reshape(-1))
+                p.data = view.view_as(p)
+        lo, hi = layout.shard_range(rank)
+        self.param_shard = self.param_buffer[lo:hi]
+        self.master = self.param_shard if layout.dtype == torch.float32 else self.param_shard.float()
+        self.grad_shard = torch.zeros(layout.shard_numel, dtype=reduce_dtype, device=device)
+        self.plan = BucketPrepPlan.build(list(layout.numels), list(layout.offsets), layout.padded_numel, device)
+        self.slot = {id(p): i for i, p in enumerate(self.params)}
+        self._sources: SourceTable | None = None
+        self._cuda = device.type == "cuda"
+        if self._cuda:
+            self.ready = torch.cuda.Event()
+            self.done = torch.cuda.Event()
+        self._work: tuple[dist.Work, torch.Tensor] | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget this step's gradients; the next backward fills the bucket again."""
+        self.grads: list[torch.Tensor | None] = [None] * len(self.params)
+        self.pending = len(self.params)
+        self.launched = False
+
+    def add_grad(self, slot: int, grad: torch.Tensor) -> bool:
+        """Take one parameter's gradient; True when the bucket is complete."""
+        if self.launched or self.grads[slot] is not None:
+            raise RuntimeError(
+                "tritonzero: a parameter received a second gradient before step()/zero_grad(); "
+                "its bucket was already reduced. Call step() or zero_grad() between backward passes."
+            )
+        self.grads[slot] = grad if grad.is_contiguous() else grad.contiguous()
+        self.pending -= 1
+        return self.pending == 0
+
+    def launch(
+        self,
+        factor: float,
+        flag: torch.Tensor,
+        group: dist.ProcessGroup | None,
+        comm_stream: torch.cuda.Stream | None,
+    ) -> None:
+        """Prepare the bucket (missing gradients read as zeros) and start its reduce-scatter.
+
+        With one rank the prep kernel writes the shard itself and no collective runs.
+        """
+        self.launched = True
+        if comm_stream is not None:
+            # HAZARD (read-after-write): the prep kernel reads gradients that backward kernels on
+            # the compute stream are still writing; ``ready`` is recorded after them.
+            self.ready.record()
+        with torch.cuda.stream(comm_stream) if comm_stream is not None else contextlib.nullcontext():
+            if comm_stream is not None:
+                comm_stream.wait_event(self.ready)
+            solo = self.layout.world_size == 1
+            # On CUDA allocated on the comm stream and freed there after ``work.wait``: the
+            # caching allocator hands it to the next bucket only after this collective read it.
+            bucket = self.grad_shard if solo else torch.empty_like(self.param_buffer, dtype=self.reduce_dtype)
+            self._sources = self.plan.source_table(self.grads, previous=self._sources)
+            prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype)
+            if comm_stream is not None:
+                for g in self.grads:
+                    if g is not None:
+                        # HAZARD (use-after-free): backward drops these gradients now; their
+                        # memory must not serve a compute-stream allocation before prep read it.
+                        g.record_stream(comm_stream)
+            self.grads = [None] * len(self.params)
+            if not solo:
+                work = reduce_scatter(self.grad_shard, bucket, group=group, async_op=True)
+                if comm_stream is not None:
+                    # The comm stream (not the host) waits for NCCL's stream, so ``done`` marks
+                    # the shard as written and ``bucket`` as no longer read.
+                    work.wait()
+                else:
+                    self._work = (work, bucket)  # the bucket must outlive the async collective
+            if comm_stream is not None:
+                self.done.record()
+
+    def wait(self) -> None:
+        """Make the current stream (CUDA, no host sync) or the host (CPU) wait for the reduce-scatter."""
+        if self._cuda:
+            torch.cuda.current_stream().wait_event(self.done)
+        elif self._work is not None:
+            self._work[0].wait()
+            self._work = None
