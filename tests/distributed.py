@@ -32,6 +32,9 @@ def _entry(rank: int, world_size: int, backend: str, tmp: str, fn, args) -> None
     if error is None:
         dist.barrier()  # no rank tears its connections down while a peer still uses them
     dist.destroy_process_group()
+    # Skip interpreter teardown: gloo's static destructors at exit abort now and then
+    # ("terminate called without an active exception") after all work is done and reported.
+    os._exit(0)
 
 
 def run_ranks(world_size: int, fn, *args, backend: str = "gloo") -> list:
