@@ -1,7 +1,14 @@
 import os
 import sys
 
-# Kernels run under the Triton interpreter on machines without CUDA; it must be chosen before
-# any @triton.jit function is defined (tritonzero.kernels also defaults it).
-os.environ.setdefault("TRITON_INTERPRET", "0" if os.environ.get("CUDA_VISIBLE_DEVICES") else "1")
+import pytest
+import torch
+
 sys.path.insert(0, os.path.dirname(__file__))
+
+# Without CUDA, tritonzero.kernels runs its kernels under the Triton interpreter. With CUDA the
+# kernels are compiled for the GPU and cannot take CPU tensors, so CPU-only (gloo) tests skip
+# there; the GPU has its own tests (test_nccl.py, the cuda cases of test_prep_kernel.py).
+cpu_only = pytest.mark.skipif(
+    torch.cuda.is_available(), reason="CPU kernels need the Triton interpreter; this machine compiles for CUDA"
+)

@@ -6,6 +6,7 @@ import functools
 
 import pytest
 
+from conftest import cpu_only
 from distributed import run_ranks
 from equivalence import TOLERANCE, run_case
 
@@ -14,6 +15,8 @@ from equivalence import TOLERANCE, run_case
 # 10**6 makes one bucket bigger than the whole model.
 CASES = [(o, d, b) for o in ("sgd", "adamw") for d in ("fp32", "bf16", "fp16") for b in (200, 10**6)]
 TINY = ("sgd", "fp16", 200)  # gradients around 1e-7: must not underflow in the fp16 reduction
+
+pytestmark = cpu_only
 
 
 def all_cases(device: str = "cpu") -> list[dict]:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import cpu_only
 from distributed import run_ranks
 from tritonzero import ZeroOptimizer
+
+pytestmark = cpu_only
 
 
 def _mlp(*sizes):

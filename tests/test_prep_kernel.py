@@ -10,7 +10,7 @@ import torch
 from tritonzero.kernels import BucketPrepPlan, prep_bucket
 from tritonzero.kernels.bucket_prep import REGION_ALIGN
 
-DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+DEVICES = ["cuda"] if torch.cuda.is_available() else ["cpu"]  # see conftest.py
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 # Relative tolerance of the output: one rounding of the fp32 product into the output dtype.
 RTOL = {torch.float32: 1e-6, torch.float16: 1e-3, torch.bfloat16: 8e-3}

@@ -1,0 +1,182 @@
+"""End-to-end: fwd+bwd+grad sync, full step and peak memory of a GPT-style fp16 stack on 2 GPUs.
+
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
+        torchrun --nproc_per_node 2 benchmarks/bench_overlap.py [--systems floor,tz,ddp,fsdp2,deepspeed]
+
+Model: 8 pre-norm transformer blocks, d=2048 (about 403M parameters), fp16, input 4 x 1024 tokens
+per GPU, AdamW. Systems run one after another in this process; each is timed with CUDA events
+over ``--steps`` steps after ``--warmup`` steps, and the medians are printed by rank 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from tritonzero import ZeroOptimizer
+
+
+class Block(torch.nn.Module):
+    def __init__(self, d: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.fc1, self.fc2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        x = x + self.proj(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class Stack(torch.nn.Module):
+    def __init__(self, d: int = 2048, layers: int = 8, heads: int = 16):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(Block(d, heads) for _ in range(layers))
+
+    def forward(self, x):
+        for blk in self.blocks:
+            x = blk(x)
+        return x
+
+
+def loss_of(out: torch.Tensor) -> torch.Tensor:
+    return out.float().square().mean()
+
+
+# Each builder returns (fwd_bwd_sync(x), step()) closures over a fresh copy of the model.
+def build_floor(model, args):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    return (lambda x: loss_of(model(x)).backward()), (lambda: (opt.step(), opt.zero_grad()))
+
+
+def build_tz(model, args, bucket):
+    opt = ZeroOptimizer(model, torch.optim.AdamW(model.parameters(), lr=1e-5), bucket_size=int(bucket))
+
+    def fwd_bwd(x):
+        opt.backward(loss_of(model(x)))
+        opt.finish_grad_sync()
+
+    return fwd_bwd, (lambda: (opt.step(), opt.zero_grad()))
+
+
+def build_ddp(model, args, bucket):
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model, bucket_cap_mb=bucket * 2 / 2**20, gradient_as_bucket_view=True, device_ids=[torch.cuda.current_device()]
+    )
+    opt = torch.optim.AdamW(ddp.parameters(), lr=1e-5)
+    return (lambda x: loss_of(ddp(x)).backward()), (lambda: (opt.step(), opt.zero_grad()))
+
+
+def build_fsdp2(model, args):
+    from torch.distributed.fsdp import fully_shard
+
+    for blk in model.blocks:
+        fully_shard(blk, reshard_after_forward=False)
+    fully_shard(model, reshard_after_forward=False)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    return (lambda x: loss_of(model(x)).backward()), (lambda: (opt.step(), opt.zero_grad()))
+
+
+def build_deepspeed(model, args, bucket):
+    import deepspeed
+
+    cfg = {
+        "train_micro_batch_size_per_gpu": 4,
+        "fp16": {"enabled": True},
+        "zero_optimization": {"stage": 2, "overlap_comm": True, "contiguous_gradients": True,
+                              "reduce_bucket_size": int(bucket), "allgather_bucket_size": int(bucket)},
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-5, "torch_adam": True}},
+    }
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
+    return (lambda x: engine.backward(loss_of(engine(x)))), engine.step
+
+
+def fresh_model() -> Stack:
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        return Stack().half()
+
+
+def run(name, builder, x, args):
+    torch.cuda.empty_cache()
+    model = fresh_model()
+    torch.cuda.reset_peak_memory_stats()
+    fwd_bwd, step = builder(model, args)
+    sync_ms, step_ms = [], []
+    for i in range(args.warmup + args.steps):
+        e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        e0.record()
+        fwd_bwd(x)
+        e1.record()
+        step()
+        e2.record()
+        if i >= args.warmup:
+            e2.synchronize()
+            sync_ms.append(e0.elapsed_time(e1))
+            step_ms.append(e0.elapsed_time(e2))
+    torch.cuda.synchronize()
+    row = {"system": name, "fwd_bwd_sync_ms": statistics.median(sync_ms), "step_ms": statistics.median(step_ms),
+           "peak_gib": torch.cuda.max_memory_allocated() / 2**30}
+    del model, fwd_bwd, step
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--systems", default="floor,tz,ddp,fsdp2")
+    parser.add_argument("--buckets", default="1e6,25e6,1e8")
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=15)
+    parser.add_argument("--out", default=None, help="write rows as JSON here (rank 0)")
+    args = parser.parse_args()
+    dist.init_process_group("nccl")
+    rank = dist.get_rank()
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    nparams = sum(p.numel() for p in fresh_model().parameters())
+    x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
+    buckets = [float(b) for b in args.buckets.split(",")]
+    plan = []
+    for s in args.systems.split(","):
+        if s == "floor":
+            plan.append(("floor (1 GPU, no sync)", build_floor))
+        elif s == "fsdp2":
+            plan.append(("fsdp2 per block", build_fsdp2))
+        else:
+            builder = {"tz": build_tz, "ddp": build_ddp, "deepspeed": build_deepspeed}[s]
+            plan += [(f"{s} {b:.0e}", lambda m, a, b=b, f=builder: f(m, a, b)) for b in buckets]
+    rows = []
+    for name, builder in plan:
+        try:
+            rows.append(run(name, builder, x, args))
+        except Exception as e:  # report and go on to the next system
+            rows.append({"system": name, "error": f"{type(e).__name__}: {e}"[:200]})
+        dist.barrier()
+    if rank == 0:
+        print(f"\n{nparams / 1e6:.0f}M params, torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
+              f"{torch.cuda.get_device_name()}, transport {'socket' if os.environ.get('NCCL_P2P_DISABLE') == '1' else 'default'}")
+        floor = next((r for r in rows if r["system"].startswith("floor") and "error" not in r), None)
+        print(f"{'system':<26} {'fwd+bwd+sync ms':>15} {'x floor':>7} {'step ms':>8} {'x floor':>7} {'peak GiB':>8}")
+        for r in rows:
+            if "error" in r:
+                print(f"{r['system']:<26} ERROR {r['error']}")
+                continue
+            fs = r["fwd_bwd_sync_ms"] / floor["fwd_bwd_sync_ms"] if floor else float("nan")
+            fstep = r["step_ms"] / floor["step_ms"] if floor else float("nan")
+            print(f"{r['system']:<26} {r['fwd_bwd_sync_ms']:>15.1f} {fs:>7.2f} {r['step_ms']:>8.1f} {fstep:>7.2f} {r['peak_gib']:>8.2f}")
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(rows, f, indent=1)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

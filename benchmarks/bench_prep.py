@@ -1,0 +1,149 @@
+"""Bucket-prep kernel against the device's copy bandwidth and torch's unfused ways (one GPU).
+
+    python benchmarks/bench_prep.py [--quick]
+
+Gradients are a GPT-style transformer's parameter list (d=2048: per layer 2 LayerNorms, qkv,
+proj, fc1, fc2 with biases; 16 tensors a layer); a bucket takes consecutive gradients until it
+reaches its size. Effective bandwidth counts each gradient element read once and each bucket
+element written once. Times are medians of CUDA-event timings (triton.testing.do_bench) over
+rotating input sets, so buckets larger than L2 come from HBM; "host us" is the wall time per
+call of back-to-back launches (host overhead included), then one synchronize.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import triton
+
+from tritonzero.kernels import BucketPrepPlan, prep_bucket
+from tritonzero.layout import plan_buckets
+
+NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
+PAIRS = [(torch.float16, torch.float16), (torch.float16, torch.float32), (torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float32)]
+
+
+def transformer_shapes(d: int = 2048, layers: int = 24) -> list[int]:
+    per_layer = [d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d]
+    small = [d, d, 64, 64]  # extra norms / gains: 16 tensors a layer
+    return [n for _ in range(layers) for n in per_layer + small]
+
+
+def bucket_of(shapes: list[int], target: int, max_tensors: int | None = None) -> list[int]:
+    """Consecutive gradient sizes from the end (backward order) until ``target`` elements."""
+    out = []
+    for n in reversed(shapes):
+        if out and (sum(out) + n > target or (max_tensors and len(out) >= max_tensors)):
+            break
+        out.append(n)
+    return out
+
+
+def make_case(sizes, src, dst, block, sets):
+    params = [torch.nn.Parameter(torch.empty(n, device="cuda", dtype=src)) for n in sizes]
+    (layout,) = plan_buckets(params, [0] * len(params), sum(sizes) * 2, world_size=2)
+    plan = BucketPrepPlan.build(list(layout.numels), list(layout.offsets), layout.padded_numel, torch.device("cuda"), block=block)
+    grad_sets = [[torch.randn(n, device="cuda", dtype=src) for n in layout.numels] for _ in range(sets)]
+    tables = [plan.source_table(g) for g in grad_sets]
+    bucket = torch.empty(layout.padded_numel, device="cuda", dtype=dst)
+    return plan, grad_sets, tables, bucket
+
+
+def bench(fn, sets: int) -> float:
+    """Median ms of ``fn(i)`` rotating over input sets."""
+    it = iter(range(10**9))
+    return triton.testing.do_bench(lambda: fn(next(it) % sets), warmup=25, rep=100, return_mode="median")
+
+
+def host_us(fn, calls: int = 200) -> float:
+    fn(0)
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for i in range(calls):
+        fn(i)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t) / calls * 1e6
+
+
+def copy_bandwidth() -> float:
+    a = torch.empty(2**30, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    ms = triton.testing.do_bench(lambda: b.copy_(a), warmup=25, rep=200, return_mode="median")
+    return 2 * a.numel() / ms / 1e9  # TB/s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    shapes = transformer_shapes()
+    flag = torch.zeros(1, dtype=torch.int32, device="cuda")
+    copy_tbs = copy_bandwidth()
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
+          f"device copy {copy_tbs:.2f} TB/s; {len(shapes)} transformer tensors")
+    configs = [(1024, 4), (2048, 4), (2048, 8), (4096, 8), (8192, 8)]
+    targets = [10**6, 4 * 10**6, 32 * 10**6, 100 * 10**6]
+    if args.quick:
+        configs, targets = configs[:2], targets[::3]
+    rows = []
+    for target in targets:
+        sizes = bucket_of(shapes, target)
+        n_el = sum(sizes)
+        for src, dst in PAIRS:
+            sets = max(2, min(8, int(4e8 // (n_el * 6))))
+            nbytes = n_el * (src.itemsize + dst.itemsize)
+            best = None
+            for block, warps in configs:
+                plan, grad_sets, tables, bucket = make_case(sizes, src, dst, block, sets)
+                ms = bench(lambda i: prep_bucket(plan, tables[i], bucket, flag, 0.5, src, num_warps=warps), sets)
+                if best is None or ms < best[0]:
+                    best = (ms, block, warps, plan, tables, bucket, grad_sets)
+            ms, block, warps, plan, tables, bucket, grad_sets = best
+            hus = host_us(lambda i: prep_bucket(plan, tables[i % sets], bucket, flag, 0.5, src, num_warps=warps))
+            tmp = torch.empty(n_el, device="cuda", dtype=src)
+
+            def cat_mul(i):
+                if src == dst:
+                    torch.cat(grad_sets[i], out=bucket[:n_el]).mul_(0.5)
+                else:
+                    torch.mul(torch.cat(grad_sets[i], out=tmp), 0.5, out=bucket[:n_el])
+
+            def foreach_cat(i):
+                torch.cat(torch._foreach_mul(grad_sets[i], 0.5), out=tmp)
+                bucket[:n_el].copy_(tmp)
+
+            def copy_loop(i):
+                off = 0
+                for g in grad_sets[i]:
+                    bucket[off : off + g.numel()].copy_(g)
+                    off += g.numel()
+                bucket[:n_el].mul_(0.5)
+
+            base = {name: bench(fn, sets) for name, fn in [("cat+mul", cat_mul), ("foreach+cat", foreach_cat), ("copy loop", copy_loop)]}
+            rows.append((target, len(sizes), NAMES[src], NAMES[dst], block, warps, ms, nbytes / ms / 1e9, hus, base))
+            del best, plan, tables, bucket, grad_sets, tmp
+            torch.cuda.empty_cache()
+
+    # 1M-element bucket of 20 tensors: the latency target.
+    small = bucket_of(shapes, 10**6, max_tensors=20)
+    small = small + [2048] * (20 - len(small))
+    plan, _, tables, bucket = make_case(small, torch.float16, torch.float16, 1024, 2)
+    lat_gpu = bench(lambda i: prep_bucket(plan, tables[i], bucket, flag, 0.5, torch.float16), 2) * 1e3
+    lat_host = host_us(lambda i: prep_bucket(plan, tables[i % 2], bucket, flag, 0.5, torch.float16))
+
+    print(f"\n{'bucket':>10} {'tens':>4} {'src':>4} {'dst':>4} {'block':>5} {'w':>2} {'us':>8} {'TB/s':>5} {'%copy':>5} "
+          f"{'host us':>7} {'x cat+mul':>9} {'x foreach':>9} {'x loop':>7}")
+    for target, nt, s, d, block, warps, ms, tbs, hus, base in rows:
+        print(f"{target:>10.0e} {nt:>4} {s:>4} {d:>4} {block:>5} {warps:>2} {ms * 1e3:>8.1f} {tbs:>5.2f} {100 * tbs / copy_tbs:>5.0f} "
+              f"{hus:>7.1f} {base['cat+mul'] / ms:>9.2f} {base['foreach+cat'] / ms:>9.2f} {base['copy loop'] / ms:>7.2f}")
+    print(f"\n1M-element bucket ({sum(small):,} elements, 20 tensors, fp16->fp16): {lat_gpu:.1f} us on the GPU, "
+          f"{lat_host:.1f} us per call with host overhead; median of cat+mul timings in TB/s: "
+          f"{statistics.median(r[7] * r[6] / r[9]['cat+mul'] for r in rows):.2f}")
+
+
+if __name__ == "__main__":
+    main()
