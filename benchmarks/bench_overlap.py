@@ -11,6 +11,7 @@ over ``--steps`` steps after ``--warmup`` steps, and the medians are printed by 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -52,14 +53,19 @@ def loss_of(out: torch.Tensor) -> torch.Tensor:
     return out.float().square().mean()
 
 
+TRACED = []  # (bucket size, Timeline) of the traced tritonzero runs
+
+
 # Each builder returns (fwd_bwd_sync(x), step()) closures over a fresh copy of the model.
 def build_floor(model, args):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
     return (lambda x: loss_of(model(x)).backward()), (lambda: (opt.step(), opt.zero_grad()))
 
 
-def build_tz(model, args, bucket):
-    opt = ZeroOptimizer(model, torch.optim.AdamW(model.parameters(), lr=1e-5), bucket_size=int(bucket))
+def build_tz(model, args, bucket, trace=False):
+    opt = ZeroOptimizer(model, torch.optim.AdamW(model.parameters(), lr=1e-5), bucket_size=int(bucket), trace=trace)
+    if trace:
+        TRACED.append((bucket, opt.timeline))
 
     def fwd_bwd(x):
         opt.backward(loss_of(model(x)))
@@ -107,7 +113,10 @@ def fresh_model() -> Stack:
 
 
 def run(name, builder, x, args):
+    gc.collect()  # the previous system's optimizer and hooks form reference cycles
     torch.cuda.empty_cache()
+    # Peak memory counts from here: whatever earlier systems left allocated is subtracted.
+    before = torch.cuda.memory_allocated()
     model = fresh_model()
     torch.cuda.reset_peak_memory_stats()
     fwd_bwd, step = builder(model, args)
@@ -125,7 +134,7 @@ def run(name, builder, x, args):
             step_ms.append(e0.elapsed_time(e2))
     torch.cuda.synchronize()
     row = {"system": name, "fwd_bwd_sync_ms": statistics.median(sync_ms), "step_ms": statistics.median(step_ms),
-           "peak_gib": torch.cuda.max_memory_allocated() / 2**30}
+           "peak_gib": (torch.cuda.max_memory_allocated() - before) / 2**30}
     del model, fwd_bwd, step
     return row
 
@@ -137,6 +146,7 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--out", default=None, help="write rows as JSON here (rank 0)")
+    parser.add_argument("--trace-dir", default=None, help="write the tz-trace systems' timelines here")
     args = parser.parse_args()
     dist.init_process_group("nccl")
     rank = dist.get_rank()
@@ -151,7 +161,8 @@ def main() -> None:
         elif s == "fsdp2":
             plan.append(("fsdp2 per block", build_fsdp2))
         else:
-            builder = {"tz": build_tz, "ddp": build_ddp, "deepspeed": build_deepspeed}[s]
+            builder = {"tz": build_tz, "ddp": build_ddp, "deepspeed": build_deepspeed,
+                       "tz-trace": lambda m, a, b: build_tz(m, a, b, trace=True)}[s]
             plan += [(f"{s} {b:.0e}", lambda m, a, b=b, f=builder: f(m, a, b)) for b in buckets]
     rows = []
     for name, builder in plan:
@@ -175,6 +186,12 @@ def main() -> None:
         if args.out:
             with open(args.out, "w") as f:
                 json.dump(rows, f, indent=1)
+        for bucket, timeline in TRACED:
+            exposed = timeline.exposed_comm_ms()
+            print(f"tz {bucket:.0e} traced: exposed comm per step {statistics.median(exposed):.2f} ms (median of {len(exposed)})")
+            if args.trace_dir:
+                timeline.export_chrome(f"{args.trace_dir}/timeline_{int(bucket)}.json")
+                timeline.plot(f"{args.trace_dir}/timeline_{int(bucket)}.png", f"tritonzero, bucket {bucket:.0e} elements, 2 x H200")
     dist.destroy_process_group()
 
 

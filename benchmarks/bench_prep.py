@@ -2,9 +2,10 @@
 
     python benchmarks/bench_prep.py [--quick]
 
-Gradients are a GPT-style transformer's parameter list (d=2048: per layer 2 LayerNorms, qkv,
-proj, fc1, fc2 with biases; 16 tensors a layer); a bucket takes consecutive gradients until it
-reaches its size. Effective bandwidth counts each gradient element read once and each bucket
+Gradients are a GPT-style transformer's parameter list (per layer 2 LayerNorms, qkv, proj,
+fc1, fc2 with biases and 4 small gains: 16 tensors a layer, 24 layers); the width d is chosen per
+bucket size so that a bucket holds about two layers (d=256 for 1M up to d=2048 for 100M), and a
+bucket takes consecutive gradients until it reaches its size. Effective bandwidth counts each gradient element read once and each bucket
 element written once. Times are medians of CUDA-event timings (triton.testing.do_bench) over
 rotating input sets, so buckets larger than L2 come from HBM; "host us" is the wall time per
 call of back-to-back launches (host overhead included), then one synchronize.
@@ -26,10 +27,15 @@ NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
 PAIRS = [(torch.float16, torch.float16), (torch.float16, torch.float32), (torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float32)]
 
 
-def transformer_shapes(d: int = 2048, layers: int = 24) -> list[int]:
+def transformer_shapes(d: int, layers: int = 24) -> list[int]:
     per_layer = [d, d, 3 * d * d, 3 * d, d * d, d, d, d, 4 * d * d, 4 * d, 4 * d * d, d]
     small = [d, d, 64, 64]  # extra norms / gains: 16 tensors a layer
     return [n for _ in range(layers) for n in per_layer + small]
+
+
+def width_for(target: int) -> int:
+    """Model width whose two layers (about 24 d^2 elements) fill a bucket of ``target``."""
+    return max(256, round((target / 24) ** 0.5 / 64) * 64)
 
 
 def bucket_of(shapes: list[int], target: int, max_tensors: int | None = None) -> list[int]:
@@ -80,18 +86,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     torch.manual_seed(0)
-    shapes = transformer_shapes()
     flag = torch.zeros(1, dtype=torch.int32, device="cuda")
     copy_tbs = copy_bandwidth()
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
-          f"device copy {copy_tbs:.2f} TB/s; {len(shapes)} transformer tensors")
+          f"device copy {copy_tbs:.2f} TB/s")
     configs = [(1024, 4), (2048, 4), (2048, 8), (4096, 8), (8192, 8)]
     targets = [10**6, 4 * 10**6, 32 * 10**6, 100 * 10**6]
     if args.quick:
         configs, targets = configs[:2], targets[::3]
     rows = []
     for target in targets:
-        sizes = bucket_of(shapes, target)
+        sizes = bucket_of(transformer_shapes(width_for(target)), target)
         n_el = sum(sizes)
         for src, dst in PAIRS:
             sets = max(2, min(8, int(4e8 // (n_el * 6))))
@@ -129,8 +134,7 @@ def main() -> None:
             torch.cuda.empty_cache()
 
     # 1M-element bucket of 20 tensors: the latency target.
-    small = bucket_of(shapes, 10**6, max_tensors=20)
-    small = small + [2048] * (20 - len(small))
+    small = bucket_of(transformer_shapes(width_for(10**6)), 10**6, max_tensors=20)
     plan, _, tables, bucket = make_case(small, torch.float16, torch.float16, 1024, 2)
     lat_gpu = bench(lambda i: prep_bucket(plan, tables[i], bucket, flag, 0.5, torch.float16), 2) * 1e3
     lat_host = host_us(lambda i: prep_bucket(plan, tables[i % 2], bucket, flag, 0.5, torch.float16))

@@ -25,6 +25,7 @@ import torch.distributed as dist
 from tritonzero.collectives import reduce_scatter
 from tritonzero.kernels import BucketPrepPlan, SourceTable, prep_bucket
 from tritonzero.layout import BucketLayout
+from tritonzero.timeline import Timeline, marker
 
 __all__ = ["Bucket"]
 
@@ -39,12 +40,14 @@ class Bucket:
 
     def __init__(
         self,
+        index: int,
         layout: BucketLayout,
         params: list[torch.nn.Parameter],
         rank: int,
         reduce_dtype: torch.dtype,
         device: torch.device,
     ):
+        self.index = index
         self.layout = layout
         self.params = [params[i] for i in layout.param_indices]
         self.reduce_dtype = reduce_dtype
@@ -66,6 +69,7 @@ class Bucket:
             self.ready = torch.cuda.Event()
             self.done = torch.cuda.Event()
         self._work: tuple[dist.Work, torch.Tensor] | None = None
+        self._held: list[torch.Tensor] = []
         self.reset()
 
     def reset(self) -> None:
@@ -91,47 +95,68 @@ class Bucket:
         flag: torch.Tensor,
         group: dist.ProcessGroup | None,
         comm_stream: torch.cuda.Stream | None,
+        timeline: Timeline | None = None,
     ) -> None:
         """Prepare the bucket (missing gradients read as zeros) and start its reduce-scatter.
 
         With one rank the prep kernel writes the shard itself and no collective runs.
+        ``timeline`` (CUDA only) records this bucket's events.
         """
         self.launched = True
+        mark = marker(timeline)
         if comm_stream is not None:
             # HAZARD (read-after-write): the prep kernel reads gradients that backward kernels on
             # the compute stream are still writing; ``ready`` is recorded after them.
             self.ready.record()
+            mark("compute", f"grads ready b{self.index}")
         with torch.cuda.stream(comm_stream) if comm_stream is not None else contextlib.nullcontext():
             if comm_stream is not None:
                 comm_stream.wait_event(self.ready)
+            mark("comm", f"prep b{self.index} start")
             solo = self.layout.world_size == 1
             # On CUDA allocated on the comm stream and freed there after ``work.wait``: the
             # caching allocator hands it to the next bucket only after this collective read it.
             bucket = self.grad_shard if solo else torch.empty_like(self.param_buffer, dtype=self.reduce_dtype)
             self._sources = self.plan.source_table(self.grads, previous=self._sources)
             prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype)
+            mark("comm", f"prep b{self.index} end")
             if comm_stream is not None:
-                for g in self.grads:
-                    if g is not None:
-                        # HAZARD (use-after-free): backward drops these gradients now; their
-                        # memory must not serve a compute-stream allocation before prep read it.
-                        g.record_stream(comm_stream)
+                # HAZARD (use-after-free): backward has dropped these gradients; if their memory
+                # served a compute-stream allocation before the prep kernel read it, prep would
+                # read another tensor. Held until ``poll`` sees ``done`` or ``wait`` orders the
+                # compute stream after it (one event query instead of a record_stream per grad).
+                self._held = [g for g in self.grads if g is not None]
             self.grads = [None] * len(self.params)
             if not solo:
-                work = reduce_scatter(self.grad_shard, bucket, group=group, async_op=True)
+                mark("comm", f"reduce-scatter b{self.index} start")
+                work = reduce_scatter(self.grad_shard, bucket, group)
                 if comm_stream is not None:
                     # The comm stream (not the host) waits for NCCL's stream, so ``done`` marks
                     # the shard as written and ``bucket`` as no longer read.
                     work.wait()
+                    mark("comm", f"reduce-scatter b{self.index} end")
                 else:
                     self._work = (work, bucket)  # the bucket must outlive the async collective
             if comm_stream is not None:
                 self.done.record()
 
+    def poll(self) -> bool:
+        """True once the reduce-scatter has finished (no waiting); then frees the held gradients."""
+        if self._cuda:
+            if not self.done.query():
+                return False
+            self._held = []
+        elif self._work is not None:
+            if not self._work[0].is_completed():
+                return False
+            self.wait()
+        return True
+
     def wait(self) -> None:
         """Make the current stream (CUDA, no host sync) or the host (CPU) wait for the reduce-scatter."""
         if self._cuda:
             torch.cuda.current_stream().wait_event(self.done)
+            self._held = []  # compute-stream reuse of their memory is now ordered after prep
         elif self._work is not None:
             self._work[0].wait()
             self._work = None

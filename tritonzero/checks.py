@@ -66,7 +66,7 @@ def check_same_on_all_ranks(description: str, group: dist.ProcessGroup | None, d
     digest = int.from_bytes(hashlib.sha256(description.encode()).digest()[:8], "little", signed=True)
     mine = torch.tensor([digest], dtype=torch.int64, device=device)
     every = torch.empty(dist.get_world_size(group), dtype=torch.int64, device=device)
-    all_gather(every, mine, group=group)
+    all_gather(every, mine, group).wait()
     every = every.tolist()
     if len(set(every)) > 1:
         odd = [r for r, d in enumerate(every) if d != every[0]]

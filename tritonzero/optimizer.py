@@ -17,6 +17,7 @@ gradient in a step counts as a zero gradient (as in DeepSpeed and Megatron).
 
 from __future__ import annotations
 
+import collections
 import inspect
 
 import torch
@@ -27,6 +28,7 @@ from tritonzero.checks import check_params, check_same_on_all_ranks, optimizer_g
 from tritonzero.collectives import all_gather
 from tritonzero.layout import plan_buckets
 from tritonzero.loss_scale import LossScalePolicy, LossScaler
+from tritonzero.timeline import Timeline, marker
 
 __all__ = ["ZeroOptimizer"]
 
@@ -47,6 +49,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
             policy when any parameter is fp16, else no scaling.
         max_buckets_in_flight: back-pressure bound; the compute stream waits for the oldest
             bucket only when this many have been launched and not waited on.
+        trace: record a per-bucket CUDA-event timeline in ``opt.timeline`` (see timeline.py).
     """
 
     def __init__(
@@ -59,6 +62,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
         reduce_dtype: torch.dtype | None = None,
         loss_scale: LossScalePolicy | float | None = None,
         max_buckets_in_flight: int = 32,
+        trace: bool = False,
     ):
         if process_group is None and dist.is_available() and dist.is_initialized():
             process_group = dist.group.WORLD
@@ -74,13 +78,18 @@ class ZeroOptimizer(torch.optim.Optimizer):
             repr([(tuple(p.shape), p.dtype, g) for p, g in zip(params, groups)] + [bucket_size]), process_group, device
         )
 
-        self.buckets = [Bucket(layout, params, self.rank, reduce_dtype or layout.dtype, device) for layout in layouts]
+        self.buckets = [
+            Bucket(i, layout, params, self.rank, reduce_dtype or layout.dtype, device) for i, layout in enumerate(layouts)
+        ]
         self._slot_of = {id(p): (b, i) for b in self.buckets for i, p in enumerate(b.params)}
         self._comm_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
         self._flag = torch.zeros(1, dtype=torch.int32, device=device)  # set by prep kernels on non-finite values
-        self._in_flight: list[Bucket] = []
+        self._in_flight: collections.deque[Bucket] = collections.deque()  # launched, maybe unfinished
         self._callback_queued = False
         self.max_buckets_in_flight = max_buckets_in_flight
+        if trace and device.type != "cuda":
+            raise ValueError("tritonzero: trace=True records CUDA events and needs CUDA parameters")
+        self.timeline = Timeline() if trace else None
 
         if loss_scale is None and any(p.dtype == torch.float16 for p in params):
             loss_scale = LossScalePolicy()
@@ -136,10 +145,13 @@ class ZeroOptimizer(torch.optim.Optimizer):
         return 1.0 / (self.world_size * scale), 1.0
 
     def _launch(self, bucket: Bucket) -> None:
+        # Buckets finish in launch order on the comm stream: retire the finished ones.
+        while self._in_flight and self._in_flight[0].poll():
+            self._in_flight.popleft()
         if len(self._in_flight) >= self.max_buckets_in_flight:
             # Back-pressure: the only place where compute may wait on comm during backward.
-            self._in_flight.pop(0).wait()
-        bucket.launch(self._factors(bucket)[0], self._flag, self.process_group, self._comm_stream)
+            self._in_flight.popleft().wait()
+        bucket.launch(self._factors(bucket)[0], self._flag, self.process_group, self._comm_stream, self.timeline)
         self._in_flight.append(bucket)
 
     def _launch_remaining(self) -> None:
@@ -151,7 +163,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
     def finish_grad_sync(self) -> None:
         """Make the current stream wait for every bucket's reduce-scatter (no host sync on CUDA)."""
         self._launch_remaining()
-        for bucket in self._in_flight:
+        for bucket in self.buckets:
             bucket.wait()
         self._in_flight.clear()
 
@@ -165,6 +177,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         self.finish_grad_sync()
+        mark = marker(self.timeline)
+        mark("compute", "step start")
         found_inf = self._flag.float()
         by_post: dict[float, list[torch.Tensor]] = {}
         for b in self.buckets:
@@ -183,20 +197,28 @@ class ZeroOptimizer(torch.optim.Optimizer):
         for b in self.buckets:
             b.master.grad = None
         if not overflow:
+            mark("compute", "all-gather start")
             self._gather_params()
+            mark("compute", "all-gather end")
+        mark("compute", "step end")
+        if self.timeline is not None:
+            self.timeline.new_step()
         self._reset()
         return loss
 
     def _gather_params(self) -> None:
+        works = []
         for b in self.buckets:
             if b.master is not b.param_shard:
                 b.param_shard.copy_(b.master)
             if self.world_size > 1:
-                all_gather(b.param_buffer, b.param_shard, group=self.process_group)
+                works.append(all_gather(b.param_buffer, b.param_shard, self.process_group))
+        for work in works:  # NCCL: the current stream waits, not the host
+            work.wait()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop this step's gradients: waits for reductions in flight, then resets every bucket."""
-        for bucket in self._in_flight:
+        for bucket in self.buckets:
             bucket.wait()
         self._in_flight.clear()
         self._reset()
