@@ -90,7 +90,7 @@ def main() -> None:
     copy_tbs = copy_bandwidth()
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
           f"device copy {copy_tbs:.2f} TB/s")
-    configs = [(1024, 4), (2048, 4), (2048, 8), (4096, 8), (8192, 8)]
+    configs = [(1024, 4), (2048, 4), (4096, 4), (2048, 8), (4096, 8), (8192, 8), (8192, 16)]
     targets = [10**6, 4 * 10**6, 32 * 10**6, 100 * 10**6]
     if args.quick:
         configs, targets = configs[:2], targets[::3]

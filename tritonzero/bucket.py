@@ -11,13 +11,14 @@ On CUDA, per bucket and per step (``ready`` and ``done`` are the bucket's two ev
 
 The comm stream waits on ``ready`` alone; the compute stream waits on ``done`` only in
 ``finish_grad_sync`` (before the step) or when too many buckets are in flight (back-pressure).
-Without CUDA the prep kernel runs inline (Triton interpreter) and the reduce-scatter runs async
-on the process group until ``wait``.
+``mark_ready`` runs on backward's thread; ``issue`` runs on the comm thread (launcher.py), whose
+current stream is the comm stream. Without CUDA there are no streams: the prep kernel runs in
+the comm thread (Triton interpreter) and the reduce-scatter runs async until ``wait``.
 """
 
 from __future__ import annotations
 
-import contextlib
+import threading
 
 import torch
 import torch.distributed as dist
@@ -70,6 +71,8 @@ class Bucket:
             self.done = torch.cuda.Event()
         self._work: tuple[dist.Work, torch.Tensor] | None = None
         self._held: list[torch.Tensor] = []
+        self.issued = threading.Event()  # set by the comm thread once ``done`` is recorded
+        self.issued.set()
         self.reset()
 
     def reset(self) -> None:
@@ -89,59 +92,55 @@ class Bucket:
         self.pending -= 1
         return self.pending == 0
 
-    def launch(
-        self,
-        factor: float,
-        flag: torch.Tensor,
-        group: dist.ProcessGroup | None,
-        comm_stream: torch.cuda.Stream | None,
-        timeline: Timeline | None = None,
-    ) -> None:
-        """Prepare the bucket (missing gradients read as zeros) and start its reduce-scatter.
-
-        With one rank the prep kernel writes the shard itself and no collective runs.
-        ``timeline`` (CUDA only) records this bucket's events.
-        """
+    def mark_ready(self, timeline: Timeline | None = None) -> None:
+        """On backward's thread: every gradient is in; record ``ready`` on the compute stream."""
         self.launched = True
-        mark = marker(timeline)
-        if comm_stream is not None:
+        self.issued.clear()
+        if self._cuda:
             # HAZARD (read-after-write): the prep kernel reads gradients that backward kernels on
             # the compute stream are still writing; ``ready`` is recorded after them.
             self.ready.record()
-            mark("compute", f"grads ready b{self.index}")
-        with torch.cuda.stream(comm_stream) if comm_stream is not None else contextlib.nullcontext():
-            if comm_stream is not None:
-                comm_stream.wait_event(self.ready)
-            mark("comm", f"prep b{self.index} start")
-            solo = self.layout.world_size == 1
-            # On CUDA allocated on the comm stream and freed there after ``work.wait``: the
-            # caching allocator hands it to the next bucket only after this collective read it.
-            bucket = self.grad_shard if solo else torch.empty_like(self.param_buffer, dtype=self.reduce_dtype)
-            self._sources = self.plan.source_table(self.grads, previous=self._sources)
-            prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype)
-            mark("comm", f"prep b{self.index} end")
-            if comm_stream is not None:
-                # HAZARD (use-after-free): backward has dropped these gradients; if their memory
-                # served a compute-stream allocation before the prep kernel read it, prep would
-                # read another tensor. Held until ``poll`` sees ``done`` or ``wait`` orders the
-                # compute stream after it (one event query instead of a record_stream per grad).
-                self._held = [g for g in self.grads if g is not None]
-            self.grads = [None] * len(self.params)
-            if not solo:
-                mark("comm", f"reduce-scatter b{self.index} start")
-                work = reduce_scatter(self.grad_shard, bucket, group)
-                if comm_stream is not None:
-                    # The comm stream (not the host) waits for NCCL's stream, so ``done`` marks
-                    # the shard as written and ``bucket`` as no longer read.
-                    work.wait()
-                    mark("comm", f"reduce-scatter b{self.index} end")
-                else:
-                    self._work = (work, bucket)  # the bucket must outlive the async collective
-            if comm_stream is not None:
-                self.done.record()
+            marker(timeline)("compute", f"grads ready b{self.index}")
+
+    def issue(self, factor: float, flag: torch.Tensor, group: dist.ProcessGroup | None, timeline: Timeline | None = None) -> None:
+        """On the comm thread (current stream: comm): prep the bucket (missing gradients read as
+        zeros) and start its reduce-scatter. With one rank prep writes the shard itself."""
+        mark = marker(timeline)
+        if self._cuda:
+            torch.cuda.current_stream().wait_event(self.ready)
+        mark("comm", f"prep b{self.index} start")
+        solo = self.layout.world_size == 1
+        # On CUDA allocated on the comm stream and freed there after ``work.wait``: the caching
+        # allocator hands it to the next bucket only after this collective has read it.
+        bucket = self.grad_shard if solo else torch.empty_like(self.param_buffer, dtype=self.reduce_dtype)
+        self._sources = self.plan.source_table(self.grads, previous=self._sources)
+        prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype)
+        mark("comm", f"prep b{self.index} end")
+        if self._cuda:
+            # HAZARD (use-after-free): backward has dropped these gradients; if their memory
+            # served a compute-stream allocation before the prep kernel read it, prep would read
+            # another tensor. Held until ``poll`` sees ``done`` or ``wait`` orders the compute
+            # stream after it (one event query instead of a record_stream per gradient).
+            self._held = [g for g in self.grads if g is not None]
+        self.grads = [None] * len(self.params)
+        if not solo:
+            mark("comm", f"reduce-scatter b{self.index} start")
+            work = reduce_scatter(self.grad_shard, bucket, group)
+            if self._cuda:
+                # The comm stream (not the host) waits for NCCL's stream, so ``done`` marks the
+                # shard as written and ``bucket`` as no longer read.
+                work.wait()
+                mark("comm", f"reduce-scatter b{self.index} end")
+            else:
+                self._work = (work, bucket)  # the bucket must outlive the async collective
+        if self._cuda:
+            self.done.record()
+        self.issued.set()
 
     def poll(self) -> bool:
         """True once the reduce-scatter has finished (no waiting); then frees the held gradients."""
+        if not self.issued.is_set():
+            return False
         if self._cuda:
             if not self.done.query():
                 return False
@@ -153,7 +152,11 @@ class Bucket:
         return True
 
     def wait(self) -> None:
-        """Make the current stream (CUDA, no host sync) or the host (CPU) wait for the reduce-scatter."""
+        """Make the current stream (CUDA, no host sync) or the host (CPU) wait for the reduce-scatter.
+
+        The bucket must have been issued (``CommLauncher.drain`` or ``issued.wait()``) unless it
+        was never launched this step.
+        """
         if self._cuda:
             torch.cuda.current_stream().wait_event(self.done)
             self._held = []  # compute-stream reuse of their memory is now ordered after prep

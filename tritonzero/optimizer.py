@@ -26,6 +26,7 @@ import torch.distributed as dist
 from tritonzero.bucket import Bucket
 from tritonzero.checks import check_params, check_same_on_all_ranks, optimizer_group_of
 from tritonzero.collectives import all_gather
+from tritonzero.launcher import CommLauncher
 from tritonzero.layout import plan_buckets
 from tritonzero.loss_scale import LossScalePolicy, LossScaler
 from tritonzero.timeline import Timeline, marker
@@ -82,7 +83,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
             Bucket(i, layout, params, self.rank, reduce_dtype or layout.dtype, device) for i, layout in enumerate(layouts)
         ]
         self._slot_of = {id(p): (b, i) for b in self.buckets for i, p in enumerate(b.params)}
-        self._comm_stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self._launcher = CommLauncher(device, torch.cuda.Stream(device) if device.type == "cuda" else None)
         self._flag = torch.zeros(1, dtype=torch.int32, device=device)  # set by prep kernels on non-finite values
         self._in_flight: collections.deque[Bucket] = collections.deque()  # launched, maybe unfinished
         self._callback_queued = False
@@ -150,8 +151,12 @@ class ZeroOptimizer(torch.optim.Optimizer):
             self._in_flight.popleft()
         if len(self._in_flight) >= self.max_buckets_in_flight:
             # Back-pressure: the only place where compute may wait on comm during backward.
-            self._in_flight.popleft().wait()
-        bucket.launch(self._factors(bucket)[0], self._flag, self.process_group, self._comm_stream, self.timeline)
+            oldest = self._in_flight.popleft()
+            oldest.issued.wait()
+            oldest.wait()
+        bucket.mark_ready(self.timeline)
+        factor = self._factors(bucket)[0]
+        self._launcher.submit(lambda: bucket.issue(factor, self._flag, self.process_group, self.timeline))
         self._in_flight.append(bucket)
 
     def _launch_remaining(self) -> None:
@@ -163,6 +168,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
     def finish_grad_sync(self) -> None:
         """Make the current stream wait for every bucket's reduce-scatter (no host sync on CUDA)."""
         self._launch_remaining()
+        self._launcher.drain()  # host waits for the comm thread to *issue* the work, not for the GPU
         for bucket in self.buckets:
             bucket.wait()
         self._in_flight.clear()
@@ -218,6 +224,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop this step's gradients: waits for reductions in flight, then resets every bucket."""
+        self._launcher.drain()
         for bucket in self.buckets:
             bucket.wait()
         self._in_flight.clear()
