@@ -1,7 +1,7 @@
 """End-to-end: fwd+bwd+grad sync, full step and peak memory of a GPT-style fp16 stack on 2 GPUs.
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
-        torchrun --nproc_per_node 2 benchmarks/bench_overlap.py [--systems floor,tz,ddp,fsdp2,deepspeed]
+        torchrun --nproc_per_node 2 benchmarks/bench_overlap.py [--systems floor,collectives,tz,ddp,fsdp2,deepspeed]
 
 Model: 8 pre-norm transformer blocks, d=2048 (about 403M parameters), fp16, input 4 x 1024 tokens
 per GPU, AdamW. Systems run one after another in this process; each is timed with CUDA events
@@ -112,6 +112,33 @@ def fresh_model() -> Stack:
         return Stack().half()
 
 
+def collectives_alone(x, args):
+    """The comm floor of ZeRO-2: reduce-scatter every gradient and all-gather every parameter
+    (fp16, 25e6-element buckets), nothing else running. fwd_bwd_sync_ms holds the reduce-scatter
+    time, step_ms reduce-scatter + all-gather."""
+    world = dist.get_world_size()
+    n = sum(p.numel() for p in fresh_model().parameters())
+    chunk = 25_000_000 // world * world
+    full = torch.randn(n // chunk * chunk, device="cuda", dtype=torch.float16).view(-1, chunk)
+    shard = torch.empty(full.shape[0], chunk // world, device="cuda", dtype=torch.float16)
+    rs, both = [], []
+    for i in range(args.warmup + args.steps):
+        e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+        e0.record()
+        for row, out in zip(full, shard):
+            dist.reduce_scatter_tensor(out, row)
+        e1.record()
+        for row, out in zip(full, shard):
+            dist.all_gather_into_tensor(row, out)
+        e2.record()
+        e2.synchronize()
+        if i >= args.warmup:
+            rs.append(e0.elapsed_time(e1) * n / full.numel())
+            both.append(e0.elapsed_time(e2) * n / full.numel())
+    return {"system": "RS + AG alone (comm floor)", "fwd_bwd_sync_ms": statistics.median(rs),
+            "step_ms": statistics.median(both), "peak_gib": float("nan")}
+
+
 def run(name, builder, x, args):
     gc.collect()  # the previous system's optimizer and hooks form reference cycles
     torch.cuda.empty_cache()
@@ -141,7 +168,7 @@ def run(name, builder, x, args):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--systems", default="floor,tz,ddp,fsdp2")
+    parser.add_argument("--systems", default="floor,collectives,tz,ddp,fsdp2")
     parser.add_argument("--buckets", default="1e6,25e6,1e8")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=15)
@@ -158,6 +185,8 @@ def main() -> None:
     for s in args.systems.split(","):
         if s == "floor":
             plan.append(("floor (1 GPU, no sync)", build_floor))
+        elif s == "collectives":
+            plan.append(("collectives", None))
         elif s == "fsdp2":
             plan.append(("fsdp2 per block", build_fsdp2))
         else:
@@ -167,7 +196,7 @@ def main() -> None:
     rows = []
     for name, builder in plan:
         try:
-            rows.append(run(name, builder, x, args))
+            rows.append(collectives_alone(x, args) if builder is None else run(name, builder, x, args))
         except Exception as e:  # report and go on to the next system
             rows.append({"system": name, "error": f"{type(e).__name__}: {e}"[:200]})
         dist.barrier()

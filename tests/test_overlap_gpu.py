@@ -25,7 +25,7 @@ def _sleep_cycles_per_ms() -> float:
     return 10**8 / start.elapsed_time(end)
 
 
-def _measure(delay_ms: float, steps: int = 6) -> dict:
+def _measure(delay_ms: float, in_flight: int = 10**6, steps: int = 6) -> dict:
     """Median ms of fwd+bwd (compute stream, before the sync) and fwd+bwd+sync, per step."""
     import tritonzero.bucket as tzb
     from tritonzero import ZeroOptimizer
@@ -37,7 +37,7 @@ def _measure(delay_ms: float, steps: int = 6) -> dict:
     x = torch.randn(8192, width, device="cuda", dtype=torch.float16)
     # One bucket per layer (weight + bias), so every bucket's collective gets the delay.
     opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=1e-6), bucket_size=width * width + width,
-                        max_buckets_in_flight=10**6)
+                        max_buckets_in_flight=in_flight)
     cycles = int(delay_ms * _sleep_cycles_per_ms())
     real = tzb.reduce_scatter
 
@@ -70,8 +70,11 @@ def _overlap_case() -> dict:
     base = _measure(0.0)
     per_bucket = base["compute"] / base["buckets"]  # comm as long as backward, in total
     slow = _measure(per_bucket)
+    # One bucket in flight: compute waits for the previous bucket's collective before the next
+    # bucket starts (DeepSpeed's schedule), so comm and compute add up.
+    serial = _measure(per_bucket, in_flight=1)
     very_slow = _measure(4 * per_bucket)
-    return {"base": base, "slow": slow, "very_slow": very_slow, "per_bucket": per_bucket}
+    return {"base": base, "slow": slow, "serial": serial, "very_slow": very_slow, "per_bucket": per_bucket}
 
 
 @pytest.fixture(scope="module")
@@ -81,12 +84,15 @@ def overlap():
 
 def test_slow_comm_costs_max_not_sum(overlap):
     for r in overlap:
-        base, slow = r["base"], r["slow"]
-        comm = r["per_bucket"] * base["buckets"]
-        print(f"compute {base['compute']:.1f} ms, added comm {comm:.1f} ms -> fwd+bwd+sync {slow['total']:.1f} ms")
-        # Serialised it would take compute + comm (= 2x); overlapped about max(compute, comm) plus
-        # one bucket's delay exposed at the end of backward.
-        assert slow["total"] < 1.35 * max(base["total"], comm), r
+        base, slow, serial = r["base"], r["slow"], r["serial"]
+        # The sleeps run longer than asked under load (clocks drop), so the comm time is measured:
+        # the serial schedule costs compute + comm.
+        comm = serial["total"] - base["total"]
+        print(f"compute {base['total']:.1f} ms, comm {comm:.1f} ms: serial {serial['total']:.1f} ms, "
+              f"tritonzero {slow['total']:.1f} ms (max {max(base['total'], comm):.1f}, sum {base['total'] + comm:.1f})")
+        # Overlapped, at least 60% of the shorter of the two is hidden; the rest is the first
+        # bucket's wait for backward and the last bucket's collective, which nothing can hide.
+        assert slow["total"] < serial["total"] - 0.6 * min(base["total"], comm), r
 
 
 def test_compute_never_waits_on_comm(overlap):
