@@ -50,6 +50,9 @@ class ZeroOptimizer(torch.optim.Optimizer):
             policy when any parameter is fp16, else no scaling.
         max_buckets_in_flight: back-pressure bound; the compute stream waits for the oldest
             bucket only when this many have been launched and not waited on.
+        high_priority_comm: on NCCL, run the comm stream and the reduce-scatters (on a
+            communicator of their own over the same ranks) at high stream priority, so their
+            blocks are scheduled ahead of queued compute blocks instead of after them.
         trace: record a per-bucket CUDA-event timeline in ``opt.timeline`` (see timeline.py).
     """
 
@@ -63,6 +66,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
         reduce_dtype: torch.dtype | None = None,
         loss_scale: LossScalePolicy | float | None = None,
         max_buckets_in_flight: int = 32,
+        high_priority_comm: bool = True,
         trace: bool = False,
     ):
         if process_group is None and dist.is_available() and dist.is_initialized():
@@ -83,7 +87,15 @@ class ZeroOptimizer(torch.optim.Optimizer):
             Bucket(i, layout, params, self.rank, reduce_dtype or layout.dtype, device) for i, layout in enumerate(layouts)
         ]
         self._slot_of = {id(p): (b, i) for b in self.buckets for i, p in enumerate(b.params)}
-        self._launcher = CommLauncher(device, torch.cuda.Stream(device) if device.type == "cuda" else None)
+        cuda = device.type == "cuda"
+        self._launcher = CommLauncher(device, torch.cuda.Stream(device, priority=-1 if high_priority_comm else 0) if cuda else None)
+        self._grad_group = process_group
+        if cuda and high_priority_comm and process_group is not None and dist.get_backend(process_group) == "nccl":
+            options = dist.ProcessGroupNCCL.Options()
+            options.is_high_priority_stream = True
+            self._grad_group = dist.new_group(
+                dist.get_process_group_ranks(process_group), backend="nccl", pg_options=options, use_local_synchronization=True
+            )
         self._flag = torch.zeros(1, dtype=torch.int32, device=device)  # set by prep kernels on non-finite values
         self._in_flight: collections.deque[Bucket] = collections.deque()  # launched, maybe unfinished
         self._callback_queued = False
@@ -156,7 +168,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
             oldest.wait()
         bucket.mark_ready(self.timeline)
         factor = self._factors(bucket)[0]
-        self._launcher.submit(lambda: bucket.issue(factor, self._flag, self.process_group, self.timeline))
+        self._launcher.submit(lambda: bucket.issue(factor, self._flag, self._grad_group, self.timeline))
         self._in_flight.append(bucket)
 
     def _launch_remaining(self) -> None:
