@@ -38,7 +38,9 @@ def _prep_bucket_kernel(
     chunk_start_ptr,  # *int64 [num_chunks]: first element of that program's chunk in its region
     num_regions: tl.int32,
     factor: tl.float32,
+    divisor_ptr,  # *fp32 [1]: the factor is divided by it when DIVIDE (a loss scale kept on device)
     SRC_DTYPE: tl.constexpr,
+    DIVIDE: tl.constexpr,
     SRC_ALIGNED: tl.constexpr,  # every gradient address is a multiple of 16 bytes
     BLOCK: tl.constexpr,
     REGION_ALIGN: tl.constexpr,
@@ -54,6 +56,8 @@ def _prep_bucket_kernel(
     dst_off = tl.multiple_of(tl.load(region_ptr + region), REGION_ALIGN)
     region_len = tl.multiple_of(tl.load(region_ptr + num_regions + region), REGION_ALIGN)
 
+    if DIVIDE:
+        factor = factor / tl.load(divisor_ptr)
     offs = start + tl.arange(0, BLOCK)
     # Whole chunks take the unmasked (vectorised) path; only a gradient's tail chunk is masked.
     if start + BLOCK <= numel:
@@ -146,12 +150,14 @@ def prep_bucket(
     flag: torch.Tensor,
     factor: float,
     src_dtype: torch.dtype,
+    divisor: torch.Tensor | None = None,
     num_warps: int = 4,
 ) -> None:
-    """Write ``bucket[region] = cast(grad * factor)`` for every region, zeros in the padding.
+    """Write ``bucket[region] = cast(grad * factor / divisor)`` for every region, zeros in the padding.
 
-    Launches on the current stream. ``flag`` (int32, one element) is set to 1, never cleared,
-    when a written value is not finite.
+    Launches on the current stream. ``divisor`` (fp32, one element, optional) stays on the
+    device, so a loss scale needs no host read. ``flag`` (int32, one element) is set to 1,
+    never cleared, when a written value is not finite.
     """
     grid = (plan.chunk_region.numel(),)
     _prep_bucket_kernel[grid](
@@ -163,7 +169,9 @@ def prep_bucket(
         plan.chunk_start,
         len(plan.numels),
         factor,
+        flag if divisor is None else divisor,
         SRC_DTYPE=_TORCH_TO_TL[src_dtype],
+        DIVIDE=divisor is not None,
         SRC_ALIGNED=sources.aligned,
         BLOCK=plan.block,
         REGION_ALIGN=REGION_ALIGN,

@@ -88,3 +88,18 @@ def test_source_table_reused_while_addresses_stay(device):
     moved = [grads[0], grads[1].clone()]
     second = plan.source_table(moved, previous=first)
     assert second is not first and second.key[1] == moved[1].data_ptr()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_device_divisor(device):
+    """The loss scale can stay on the device: factor / divisor, read inside the kernel."""
+    sizes = [1023, 77]
+    offsets, numel = _layout(sizes, world_size=2)
+    plan = BucketPrepPlan.build(sizes, offsets, numel, torch.device(device), block=512)
+    grads = [torch.randn(n, device=device, dtype=torch.float16) for n in sizes]
+    bucket = torch.full((numel,), float("nan"), device=device, dtype=torch.float32)
+    flag = torch.zeros(1, dtype=torch.int32, device=device)
+    divisor = torch.tensor([random.choice([2.0**16, 3.0, 0.25])], device=device)
+    prep_bucket(plan, plan.source_table(grads), bucket, flag, 0.5, torch.float16, divisor=divisor)
+    ref = _reference(grads, offsets, numel, 0.5 / divisor.item(), torch.float32)
+    torch.testing.assert_close(bucket.cpu().double(), ref.float().double(), rtol=1e-6, atol=0)

@@ -102,9 +102,17 @@ class Bucket:
             self.ready.record()
             marker(timeline)("compute", f"grads ready b{self.index}")
 
-    def issue(self, factor: float, flag: torch.Tensor, group: dist.ProcessGroup | None, timeline: Timeline | None = None) -> None:
-        """On the comm thread (current stream: comm): prep the bucket (missing gradients read as
-        zeros) and start its reduce-scatter. With one rank prep writes the shard itself."""
+    def issue(
+        self,
+        factor: float,
+        flag: torch.Tensor,
+        group: dist.ProcessGroup | None,
+        timeline: Timeline | None = None,
+        divisor: torch.Tensor | None = None,
+    ) -> None:
+        """On the comm thread (current stream: comm): prep the bucket (gradients times ``factor``,
+        divided by the device scalar ``divisor`` if given; missing gradients read as zeros) and
+        start its reduce-scatter. With one rank prep writes the shard itself."""
         mark = marker(timeline)
         if self._cuda:
             torch.cuda.current_stream().wait_event(self.ready)
@@ -114,7 +122,7 @@ class Bucket:
         # allocator hands it to the next bucket only after this collective has read it.
         bucket = self.grad_shard if solo else torch.empty_like(self.param_buffer, dtype=self.reduce_dtype)
         self._sources = self.plan.source_table(self.grads, previous=self._sources)
-        prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype)
+        prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype, divisor)
         mark("comm", f"prep b{self.index} end")
         if self._cuda:
             # HAZARD (use-after-free): backward has dropped these gradients; if their memory

@@ -7,6 +7,7 @@ Example (under ``torchrun``)::
     opt = ZeroOptimizer(model, torch.optim.AdamW(model.parameters(), lr=3e-4), bucket_size=25_000_000)
     for x, y in loader:
         opt.backward(loss_fn(model(x), y))   # scaled backward; buckets reduce as they fill
+        opt.clip_grad_norm_(1.0)              # optional: global norm over every rank's shard
         opt.step()                            # fp32 shard step, then parameters all-gathered
         opt.zero_grad()
 
@@ -17,7 +18,7 @@ gradient in a step counts as a zero gradient (as in DeepSpeed and Megatron).
 
 from __future__ import annotations
 
-import collections
+import contextlib
 import inspect
 
 import torch
@@ -26,6 +27,7 @@ import torch.distributed as dist
 from tritonzero.bucket import Bucket
 from tritonzero.checks import check_params, check_same_on_all_ranks, optimizer_group_of
 from tritonzero.collectives import all_gather
+from tritonzero.grad_sync import GradSync
 from tritonzero.launcher import CommLauncher
 from tritonzero.layout import plan_buckets
 from tritonzero.loss_scale import LossScalePolicy, LossScaler
@@ -41,7 +43,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
         model: its trainable parameters, on one device, fp32/fp16/bf16. They become views of
             per-bucket flat buffers, so move the model to its device before wrapping it.
         optimizer: a ``torch.optim`` optimizer over ``model.parameters()``; its class, param
-            groups and hyperparameters are rebuilt over this rank's fp32 shard.
+            groups and hyperparameters are rebuilt over this rank's fp32 shard. With
+            ``fused=True`` (Adam, AdamW, SGD) a step never syncs with the host.
         bucket_size: elements per gradient bucket (a larger parameter gets a bucket alone).
         process_group: defaults to the world group, or one rank without a process group.
         reduce_dtype: dtype of the reduce-scatter; defaults to the parameter dtype. fp16
@@ -76,30 +79,13 @@ class ZeroOptimizer(torch.optim.Optimizer):
         self.rank = dist.get_rank(process_group) if process_group is not None else 0
 
         params = [p for p in model.parameters() if p.requires_grad]
+        self._frozen = [p for p in model.parameters() if not p.requires_grad]
         device = check_params(params)
         groups = optimizer_group_of(optimizer, params)
         layouts = plan_buckets(params, groups, bucket_size, self.world_size)
         check_same_on_all_ranks(
             repr([(tuple(p.shape), p.dtype, g) for p, g in zip(params, groups)] + [bucket_size]), process_group, device
         )
-
-        self.buckets = [
-            Bucket(i, layout, params, self.rank, reduce_dtype or layout.dtype, device) for i, layout in enumerate(layouts)
-        ]
-        self._slot_of = {id(p): (b, i) for b in self.buckets for i, p in enumerate(b.params)}
-        cuda = device.type == "cuda"
-        self._launcher = CommLauncher(device, torch.cuda.Stream(device, priority=-1 if high_priority_comm else 0) if cuda else None)
-        self._grad_group = process_group
-        if cuda and high_priority_comm and process_group is not None and dist.get_backend(process_group) == "nccl":
-            options = dist.ProcessGroupNCCL.Options()
-            options.is_high_priority_stream = True
-            self._grad_group = dist.new_group(
-                dist.get_process_group_ranks(process_group), backend="nccl", pg_options=options, use_local_synchronization=True
-            )
-        self._flag = torch.zeros(1, dtype=torch.int32, device=device)  # set by prep kernels on non-finite values
-        self._in_flight: collections.deque[Bucket] = collections.deque()  # launched, maybe unfinished
-        self._callback_queued = False
-        self.max_buckets_in_flight = max_buckets_in_flight
         if trace and device.type != "cuda":
             raise ValueError("tritonzero: trace=True records CUDA events and needs CUDA parameters")
         self.timeline = Timeline() if trace else None
@@ -108,7 +94,26 @@ class ZeroOptimizer(torch.optim.Optimizer):
             loss_scale = LossScalePolicy()
         if isinstance(loss_scale, (int, float)):
             loss_scale = LossScalePolicy(init_scale=float(loss_scale), dynamic=False)
-        self.scaler = LossScaler(loss_scale) if loss_scale is not None else None
+        self.scaler = LossScaler(loss_scale, device) if loss_scale is not None else None
+
+        self.buckets = [
+            Bucket(i, layout, params, self.rank, reduce_dtype or layout.dtype, device) for i, layout in enumerate(layouts)
+        ]
+        cuda = device.type == "cuda"
+        comm_stream = torch.cuda.Stream(device, priority=-1 if high_priority_comm else 0) if cuda else None
+        grad_group = process_group
+        if cuda and high_priority_comm and process_group is not None and dist.get_backend(process_group) == "nccl":
+            options = dist.ProcessGroupNCCL.Options()
+            options.is_high_priority_stream = True
+            grad_group = dist.new_group(
+                dist.get_process_group_ranks(process_group), backend="nccl", pg_options=options, use_local_synchronization=True
+            )
+        self.sync = GradSync(
+            self.buckets, self.world_size, grad_group, CommLauncher(device, comm_stream), self.scaler,
+            max_buckets_in_flight, self.timeline,
+        )
+        self._one = torch.ones((), device=device)
+        self._prepared: tuple[torch.Tensor, torch.Tensor | None, float | None] | None = None
 
         inner_groups = []
         for gi, group in enumerate(optimizer.param_groups):
@@ -121,97 +126,116 @@ class ZeroOptimizer(torch.optim.Optimizer):
         self.param_groups = self.inner.param_groups
         self.state = self.inner.state
 
-        self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad) for p in params]
-
     # ------------------------------------------------------------------ backward side
     @property
     def loss_scale(self) -> float:
-        """The current loss scale (1.0 without scaling)."""
-        return self.scaler.scale if self.scaler is not None else 1.0
+        """The current loss scale (1.0 without scaling); reading it syncs with the device."""
+        return self.scaler.value if self.scaler is not None else 1.0
 
     def backward(self, loss: torch.Tensor) -> None:
         """``loss.backward()`` with the loss scale applied; buckets reduce as they fill."""
-        (loss * self.loss_scale if self.scaler is not None else loss).backward()
+        (loss * self.scaler.scale if self.scaler is not None else loss).backward()
 
-    def _on_grad(self, param: torch.Tensor) -> None:
-        grad = param.grad
-        if grad.is_sparse:
-            raise RuntimeError("tritonzero: sparse gradients are not supported (e.g. nn.Embedding(sparse=True))")
-        if not self._callback_queued:
-            # Flushes buckets left incomplete by parameters that got no gradient this backward.
-            torch.autograd.Variable._execution_engine.queue_callback(self._launch_remaining)
-            self._callback_queued = True
-        bucket, slot = self._slot_of[id(param)]
-        param.grad = None  # the bucket holds it until the prep kernel has read it
-        if bucket.add_grad(slot, grad):
-            self._launch(bucket)
-
-    def _factors(self, bucket: Bucket) -> tuple[float, float]:
-        """(pre, post): prep multiplies by ``pre`` before the sum; the step unscales by ``post``.
-
-        fp16 sums keep the loss scale (unscaled fp16 gradients near 1e-7 would underflow) and
-        unscale the fp32 shard after the sum; other dtypes have the range to unscale up front.
-        """
-        scale = self.loss_scale
-        if bucket.reduce_dtype == torch.float16:
-            return 1.0 / self.world_size, 1.0 / scale
-        return 1.0 / (self.world_size * scale), 1.0
-
-    def _launch(self, bucket: Bucket) -> None:
-        # Buckets finish in launch order on the comm stream: retire the finished ones.
-        while self._in_flight and self._in_flight[0].poll():
-            self._in_flight.popleft()
-        if len(self._in_flight) >= self.max_buckets_in_flight:
-            # Back-pressure: the only place where compute may wait on comm during backward.
-            oldest = self._in_flight.popleft()
-            oldest.issued.wait()
-            oldest.wait()
-        bucket.mark_ready(self.timeline)
-        factor = self._factors(bucket)[0]
-        self._launcher.submit(lambda: bucket.issue(factor, self._flag, self._grad_group, self.timeline))
-        self._in_flight.append(bucket)
-
-    def _launch_remaining(self) -> None:
-        self._callback_queued = False
-        for bucket in self.buckets:
-            if not bucket.launched:
-                self._launch(bucket)
+    def no_sync(self) -> contextlib.AbstractContextManager:
+        """Accumulate local gradients over micro-batches with no communication; the first
+        backward outside reduces the sums (the sum of the micro-batch gradients, as DDP's
+        ``no_sync``: divide each micro-batch loss by their number for a mean)."""
+        return self.sync.no_sync()
 
     def finish_grad_sync(self) -> None:
         """Make the current stream wait for every bucket's reduce-scatter (no host sync on CUDA)."""
-        self._launch_remaining()
-        self._launcher.drain()  # host waits for the comm thread to *issue* the work, not for the GPU
-        for bucket in self.buckets:
-            bucket.wait()
-        self._in_flight.clear()
+        self.sync.finish()
 
     # ------------------------------------------------------------------ step side
+    def _prepare_grads(self, norm_type: float | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Once per step: wait for the reductions, unscale the fp32 shard gradients in one fused
+        pass that also catches non-finite values, and agree across ranks on overflow (and on the
+        global gradient norm when ``norm_type`` is given) with one all-reduce.
+
+        Returns (found_inf, total_norm): device tensors, never read on the host here.
+        """
+        if self._prepared is not None and (norm_type is None or self._prepared[2] == norm_type):
+            return self._prepared[:2]
+        if self._prepared is None:
+            self.sync.finish()
+            found_inf = self.sync.flag.float()
+            keep, other = [], []
+            for b in self.buckets:
+                b.master.grad = b.grad_shard if b.grad_shard.dtype == torch.float32 else b.grad_shard.float()
+                (keep if self.sync.keeps_scale(b) else other).append(b.master.grad)
+            if keep:
+                torch._amp_foreach_non_finite_check_and_unscale_(keep, found_inf, self.scaler.scale.reciprocal())
+            if other:
+                torch._amp_foreach_non_finite_check_and_unscale_(other, found_inf, self._one)
+        else:
+            found_inf = self._prepared[0]
+        stats, local_max, total = found_inf, None, None
+        if norm_type is not None:
+            norms = torch.stack(torch._foreach_norm([b.master.grad for b in self.buckets], norm_type))
+            if norm_type == float("inf"):
+                local_max = norms.max()
+            else:
+                stats = torch.cat([found_inf, norms.pow(norm_type).sum().reshape(1)])
+        if self.world_size > 1:
+            dist.all_reduce(stats, group=self.process_group)
+            if local_max is not None:
+                dist.all_reduce(local_max, op=dist.ReduceOp.MAX, group=self.process_group)
+        # Exactly 0 or 1: fused optimizers skip on found_inf == 1 and subtract it from their step count.
+        found_inf = (stats[:1] > 0).float()
+        if norm_type is not None:
+            total = local_max if local_max is not None else stats[1].pow(1.0 / norm_type)
+        self._prepared = (found_inf, total, norm_type)
+        return found_inf, total
+
+    @torch.no_grad()
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> torch.Tensor:
+        """Clip the gradients of every rank's shard by their global norm, as
+        ``torch.nn.utils.clip_grad_norm_`` would on the full gradients; returns the total norm.
+
+        Costs one pass over the shard and one all-reduce of a scalar (shared with the overflow
+        check); no host sync unless ``error_if_nonfinite``. A non-finite norm means the step
+        will be skipped anyway.
+        """
+        _, total = self._prepare_grads(float(norm_type))
+        if error_if_nonfinite and not torch.isfinite(total):
+            raise RuntimeError(f"tritonzero: the total norm of order {norm_type} of the gradients is non-finite")
+        coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
+        torch._foreach_mul_([b.master.grad for b in self.buckets], coef)
+        self._prepared = (self._prepared[0], None, None)  # a second clip measures the clipped gradients
+        return total
+
     @torch.no_grad()
     def step(self, closure=None):
         """Step this rank's fp32 shard and all-gather the parameters; skipped on every rank when
-        any rank saw a non-finite gradient (the loss scale then drops)."""
+        any rank saw a non-finite gradient (the loss scale then moves).
+
+        Host syncs: none with a fused inner optimizer (it skips on the device from ``found_inf``),
+        one (reading the overflow flag) otherwise.
+        """
         loss = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        self.finish_grad_sync()
+        stray = [p for p in self._frozen if p.grad is not None]
+        if stray:
+            raise RuntimeError(
+                f"tritonzero: {len(stray)} parameter(s) frozen when the ZeroOptimizer was built now have gradients; "
+                "build a new ZeroOptimizer to train them"
+            )
+        found_inf, _ = self._prepare_grads()
         mark = marker(self.timeline)
         mark("compute", "step start")
-        found_inf = self._flag.float()
-        by_post: dict[float, list[torch.Tensor]] = {}
-        for b in self.buckets:
-            b.master.grad = b.grad_shard if b.grad_shard.dtype == torch.float32 else b.grad_shard.float()
-            by_post.setdefault(self._factors(b)[1], []).append(b.master.grad)
-        for post, grads in by_post.items():
-            # One fused pass: unscale the shard and catch overflow in the sum itself.
-            torch._amp_foreach_non_finite_check_and_unscale_(grads, found_inf, torch.full_like(found_inf, post))
-        if self.world_size > 1:
-            dist.all_reduce(found_inf, op=dist.ReduceOp.MAX, group=self.process_group)
-        overflow = bool(found_inf.item())  # the step's one host sync
-        if self.scaler is not None:
-            self.scaler.update(overflow)
-        if not overflow:
+        overflow = False
+        if getattr(self.inner, "_step_supports_amp_scaling", False):
+            self.inner.found_inf = found_inf.reshape(())  # fused kernels skip the update (and step count) on the device
             self.inner.step()
+            del self.inner.found_inf
+        else:
+            overflow = bool(found_inf.item())  # the step's one host sync
+            if not overflow:
+                self.inner.step()
+        if self.scaler is not None:
+            self.scaler.update(found_inf)
         for b in self.buckets:
             b.master.grad = None
         if not overflow:
@@ -236,17 +260,15 @@ class ZeroOptimizer(torch.optim.Optimizer):
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop this step's gradients: waits for reductions in flight, then resets every bucket."""
-        self._launcher.drain()
-        for bucket in self.buckets:
-            bucket.wait()
-        self._in_flight.clear()
         self._reset()
+        for b in self.buckets:
+            b.master.grad = None
+            for p in b.params:  # gradients accumulated under no_sync
+                p.grad = None
 
     def _reset(self) -> None:
-        self._callback_queued = False  # a backward that raised never ran its queued callback
-        for b in self.buckets:
-            b.reset()
-        self._flag.zero_()
+        self._prepared = None
+        self.sync.reset()
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
