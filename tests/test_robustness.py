@@ -1,0 +1,99 @@
+"""Frozen parameters, parameters switched off mid-training, and a rank failing mid-backward."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from conftest import cpu_only
+from distributed import run_ranks
+from tritonzero import ZeroOptimizer
+
+pytestmark = cpu_only
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(9, 31), torch.nn.Tanh(), torch.nn.Linear(31, 5))
+
+
+def _step(model, opt, seed):
+    x = torch.randn(6, 9, generator=torch.Generator().manual_seed(seed))
+    opt.backward(model(x).square().mean())
+    opt.step()
+    opt.zero_grad()
+
+
+def _frozen_and_switched_off() -> dict:
+    model = _mlp()
+    model[0].requires_grad_(False)  # frozen before wrapping: not managed, never changes
+    frozen = model[0].weight.detach().clone()
+    opt = ZeroOptimizer(model, torch.optim.SGD([p for p in model.parameters() if p.requires_grad], lr=0.1), bucket_size=40)
+    _step(model, opt, 0)
+    unchanged = torch.equal(model[0].weight, frozen)
+
+    # A managed parameter stops requiring grad: it gets no gradient, which counts as zero
+    # (plain SGD: it stays put); no rank waits for it.
+    model[2].bias.requires_grad_(False)
+    bias = model[2].bias.detach().clone()
+    _step(model, opt, 1)
+    bias_kept = torch.equal(model[2].bias, bias)
+
+    # A parameter frozen at construction starts requiring grad: a clear error, not silence.
+    model[2].bias.requires_grad_(True)
+    model[0].weight.requires_grad_(True)
+    x = torch.randn(6, 9)
+    opt.backward(model(x).square().mean())
+    try:
+        opt.step()
+        error = ""
+    except RuntimeError as e:
+        error = str(e)
+    return {"unchanged": unchanged, "bias_kept": bias_kept, "error": error}
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_frozen_and_switched_off_parameters(world_size):
+    for res in run_ranks(world_size, _frozen_and_switched_off):
+        assert res["unchanged"] and res["bias_kept"]
+        assert "frozen when the ZeroOptimizer was built" in res["error"]
+
+
+class _Boom(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise ValueError("boom: a user error in backward")
+
+
+def _one_rank_raises_mid_backward() -> dict:
+    rank = dist.get_rank()
+    # A short timeout, so a rank left waiting in a collective fails fast rather than hangs.
+    group = dist.new_group(backend="gloo", timeout=timedelta(seconds=15))
+    model = _mlp()
+    opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=40, process_group=group)
+    _step(model, opt, 0)
+    x = torch.randn(6, 9)
+    try:
+        h = model[0](x)
+        if rank == 1:
+            h = _Boom.apply(h)  # backward reaches this after the later layers' buckets launched
+        opt.backward(model[2](torch.tanh(h)).square().mean())
+        opt.step()
+        return {"error": ""}
+    except Exception as e:  # every rank must end up here, none may hang
+        if rank == 1:
+            dist.destroy_process_group(group)  # what a crashing process's exit does to its peers
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def test_rank_failing_mid_backward_fails_every_rank():
+    r0, r1 = run_ranks(2, _one_rank_raises_mid_backward)
+    assert "boom" in r1["error"]
+    assert "tritonzero: gradient sync failed" in r0["error"], r0
