@@ -62,8 +62,9 @@ def build_floor(model, args):
     return (lambda x: loss_of(model(x)).backward()), (lambda: (opt.step(), opt.zero_grad()))
 
 
-def build_tz(model, args, bucket, trace=False):
-    opt = ZeroOptimizer(model, torch.optim.AdamW(model.parameters(), lr=1e-5), bucket_size=int(bucket), trace=trace)
+def build_tz(model, args, bucket, trace=False, fused=False):
+    inner = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=fused)
+    opt = ZeroOptimizer(model, inner, bucket_size=int(bucket), trace=trace)
     if trace:
         TRACED.append((bucket, opt.timeline))
 
@@ -191,7 +192,8 @@ def main() -> None:
             plan.append(("fsdp2 per block", build_fsdp2))
         else:
             builder = {"tz": build_tz, "ddp": build_ddp, "deepspeed": build_deepspeed,
-                       "tz-trace": lambda m, a, b: build_tz(m, a, b, trace=True)}[s]
+                       "tz-trace": lambda m, a, b: build_tz(m, a, b, trace=True),
+                       "tz-fused": lambda m, a, b: build_tz(m, a, b, fused=True)}[s]
             plan += [(f"{s} {b:.0e}", lambda m, a, b=b, f=builder: f(m, a, b)) for b in buckets]
     rows = []
     for name, builder in plan:
