@@ -32,9 +32,12 @@ def _train(stress: bool, steps: int = 8) -> list[float]:
         tzb.reduce_scatter = slow_reduce_scatter
         for layer in model:
             hooks.append(layer.register_forward_pre_hook(lambda m, a: torch.cuda._sleep(rng.randrange(0, 1_000_000))))
-        for p in model.parameters():
+        def poison(param):
             # After tritonzero's hook drops the gradient: grab freed memory and fill it with NaN.
-            hooks.append(p.register_post_accumulate_grad_hook(lambda p: torch.full((1024, 1024), float("nan"), device="cuda", dtype=torch.half)))
+            torch.full((1024, 1024), float("nan"), device="cuda", dtype=torch.half)
+
+        for p in model.parameters():
+            hooks.append(p.register_post_accumulate_grad_hook(poison))
     for step in range(steps):
         gen = torch.Generator(device="cuda").manual_seed(step)
         x = torch.randn(4096, 1024, device="cuda", dtype=torch.half, generator=gen)
