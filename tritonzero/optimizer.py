@@ -218,6 +218,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
                 loss = closure()
         stray = [p for p in self._frozen if p.grad is not None]
         if stray:
+            self.zero_grad()  # leave no collective in flight behind the error
             raise RuntimeError(
                 f"tritonzero: {len(stray)} parameter(s) frozen when the ZeroOptimizer was built now have gradients; "
                 "build a new ZeroOptimizer to train them"
