@@ -62,9 +62,9 @@ def build_floor(model, args):
     return (lambda x: loss_of(model(x)).backward()), (lambda: (opt.step(), opt.zero_grad()))
 
 
-def build_tz(model, args, bucket, trace=False, fused=False):
+def build_tz(model, args, bucket, trace=False, fused=False, overlap=False):
     inner = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=fused)
-    opt = ZeroOptimizer(model, inner, bucket_size=int(bucket), trace=trace)
+    opt = ZeroOptimizer(model, inner, bucket_size=int(bucket), trace=trace, overlap_param_gather=overlap)
     if trace:
         TRACED.append((bucket, opt.timeline))
 
@@ -193,7 +193,9 @@ def main() -> None:
         else:
             builder = {"tz": build_tz, "ddp": build_ddp, "deepspeed": build_deepspeed,
                        "tz-trace": lambda m, a, b: build_tz(m, a, b, trace=True),
-                       "tz-fused": lambda m, a, b: build_tz(m, a, b, fused=True)}[s]
+                       "tz-fused": lambda m, a, b: build_tz(m, a, b, fused=True),
+                       "tz-overlap": lambda m, a, b: build_tz(m, a, b, fused=True, overlap=True),
+                       "tz-overlap-trace": lambda m, a, b: build_tz(m, a, b, fused=True, overlap=True, trace=True)}[s]
             plan += [(f"{s} {b:.0e}", lambda m, a, b=b, f=builder: f(m, a, b)) for b in buckets]
     rows = []
     for name, builder in plan:

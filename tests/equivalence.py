@@ -75,12 +75,15 @@ def full_masters(opt: ZeroOptimizer) -> dict[int, torch.Tensor]:
 
 def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, use_all: bool = True,
              grad_scale: float = 1.0, lr: float | None = None, device: str = "cpu", reduce_dtype: str | None = None,
-             accum: int = 1, clip: float | None = None, fused: bool = False, bad_step: int | None = None) -> dict:
+             accum: int = 1, clip: float | None = None, fused: bool = False, bad_step: int | None = None,
+             overlap_gather: bool = False) -> dict:
     """Train ``steps`` steps on this rank and on the reference; return the relative update error.
 
     ``accum`` micro-batches per step (all but the last under ``no_sync``), ``clip`` a global
     gradient-norm bound, ``bad_step`` a step whose loss is infinite on the last rank (skipped
-    everywhere; the reference never takes it).
+    everywhere; the reference never takes it), ``overlap_gather`` parameter all-gathers waited
+    for by forward pre-hooks (with ``use_all`` the model reads ``unused``'s parameters outside
+    that module's forward, which this mode does not support).
     """
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     dtype = DTYPES[dtype_name]
@@ -89,7 +92,7 @@ def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, u
     ref = copy.deepcopy(model).double()  # starts from the same (rounded) values
     ref_opt = _optimizer(opt_name, ref, lr, fused=False)
     opt = ZeroOptimizer(model, _optimizer(opt_name, model, lr, fused), bucket_size=bucket_size,
-                        reduce_dtype=DTYPES[reduce_dtype] if reduce_dtype else None)
+                        reduce_dtype=DTYPES[reduce_dtype] if reduce_dtype else None, overlap_param_gather=overlap_gather)
     start = {id(p): q.detach().clone() for p, q in zip(model.parameters(), ref.parameters())}
 
     gen = torch.Generator().manual_seed(99)
@@ -125,6 +128,7 @@ def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, u
         ref_opt.step()
         ref_opt.zero_grad()
 
+    opt.finish_param_sync()  # parameters are read below, outside any module's forward
     masters = full_masters(opt)
     num = den = 0.0
     for p, q in zip(model.parameters(), ref.parameters()):

@@ -39,6 +39,11 @@ CASES |= {
     "inf-loss-one-rank-fused-adamw-fp16": dict(
         opt_name="adamw", dtype_name="fp16", bucket_size=200, steps=4, bad_step=2, fused=True
     ),
+    "overlap-gather-sgd-fp32": dict(opt_name="sgd", dtype_name="fp32", bucket_size=200, use_all=False, overlap_gather=True),
+    "overlap-gather-fused-adamw-fp16-accum2-clip": dict(
+        opt_name="adamw", dtype_name="fp16", bucket_size=300, use_all=False, overlap_gather=True, fused=True, accum=2,
+        clip=0.05, steps=4,
+    ),
     "inf-loss-one-rank-sgd-bf16": dict(opt_name="sgd", dtype_name="bf16", bucket_size=10**6, steps=4, bad_step=0),
 }
 
@@ -80,7 +85,8 @@ def test_clipping_binds(world_size):
 
 # Larger worlds (the scaling issue's correctness runs; the GPUs for them are not lent here):
 # a subset of the cases, since 8 processes share CI's 2 cores.
-WIDE = ["sgd-fp32-200", "adamw-fp16-200", "no_sync-accum2-sgd-fp32", "clip-sgd-fp32", "inf-loss-one-rank-sgd-fp32"]
+WIDE = ["sgd-fp32-200", "adamw-fp16-200", "no_sync-accum2-sgd-fp32", "clip-sgd-fp32", "inf-loss-one-rank-sgd-fp32",
+        "overlap-gather-sgd-fp32"]
 
 
 def wide_cases() -> dict[str, dict]:

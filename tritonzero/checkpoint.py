@@ -119,6 +119,7 @@ def save(path: str, model: torch.nn.Module, opt: ZeroOptimizer) -> None:
 def load(path: str, model: torch.nn.Module, opt: ZeroOptimizer) -> None:
     """Restore ``model`` and ``opt`` from ``path``, saved at any world size (call on every rank)."""
     opt.zero_grad()
+    opt.finish_param_sync()  # no all-gather may still read the shards being overwritten
     saved = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
     if any(k.startswith("optim.") for k in saved):
         _materialize_optimizer_state(opt)
@@ -137,7 +138,8 @@ def load(path: str, model: torch.nn.Module, opt: ZeroOptimizer) -> None:
     if opt.scaler is not None and meta["loss_scaler"] is not None:
         opt.scaler.load_state_dict(meta["loss_scaler"])
     with torch.no_grad():
-        opt._gather_params()  # the model's parameters from the loaded masters
+        opt._gather.start()  # the model's parameters from the loaded masters
+    opt.finish_param_sync()
 
 
 def consolidate(path: str) -> dict[str, torch.Tensor]:

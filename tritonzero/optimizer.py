@@ -26,11 +26,11 @@ import torch.distributed as dist
 
 from tritonzero.bucket import Bucket
 from tritonzero.checks import check_params, check_same_on_all_ranks, optimizer_group_of
-from tritonzero.collectives import all_gather
 from tritonzero.grad_sync import GradSync
 from tritonzero.launcher import CommLauncher
 from tritonzero.layout import plan_buckets
 from tritonzero.loss_scale import LossScalePolicy, LossScaler
+from tritonzero.param_gather import ParamGather
 from tritonzero.timeline import Timeline, marker
 
 __all__ = ["ZeroOptimizer"]
@@ -56,6 +56,11 @@ class ZeroOptimizer(torch.optim.Optimizer):
         high_priority_comm: on NCCL, run the comm stream and the reduce-scatters (on a
             communicator of their own over the same ranks) at high stream priority, so their
             blocks are scheduled ahead of queued compute blocks instead of after them.
+        overlap_param_gather: leave each bucket's parameter all-gather running after ``step``
+            and make the forward pre-hook of each module that owns parameters wait for its own
+            buckets (param_gather.py), hiding the gathers behind the next forward. A parameter
+            read before its owning module's forward runs (shared across modules, read by hand)
+            needs ``opt.finish_param_sync()`` first.
         trace: record a per-bucket CUDA-event timeline in ``opt.timeline`` (see timeline.py).
     """
 
@@ -70,6 +75,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
         loss_scale: LossScalePolicy | float | None = None,
         max_buckets_in_flight: int = 32,
         high_priority_comm: bool = True,
+        overlap_param_gather: bool = False,
         trace: bool = False,
     ):
         if process_group is None and dist.is_available() and dist.is_initialized():
@@ -112,6 +118,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
             self.buckets, self.world_size, grad_group, CommLauncher(device, comm_stream), self.scaler,
             max_buckets_in_flight, self.timeline,
         )
+        self._gather = ParamGather(model, self.buckets, process_group, overlap_param_gather, self.timeline)
         self._one = torch.ones((), device=device)
         self._prepared: tuple[torch.Tensor, torch.Tensor | None, float | None] | None = None
 
@@ -145,6 +152,11 @@ class ZeroOptimizer(torch.optim.Optimizer):
     def finish_grad_sync(self) -> None:
         """Make the current stream wait for every bucket's reduce-scatter (no host sync on CUDA)."""
         self.sync.finish()
+
+    def finish_param_sync(self) -> None:
+        """Make the current stream wait for every parameter all-gather still in flight (with
+        ``overlap_param_gather``; a no-op otherwise)."""
+        self._gather.wait_all()
 
     # ------------------------------------------------------------------ step side
     def _prepare_grads(self, norm_type: float | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -224,6 +236,9 @@ class ZeroOptimizer(torch.optim.Optimizer):
                 "build a new ZeroOptimizer to train them"
             )
         found_inf, _ = self._prepare_grads()
+        # HAZARD (write-after-read): the step rewrites master weights and parameter shards that
+        # last step's all-gathers (those of buckets no forward waited for) may still read.
+        self.finish_param_sync()
         mark = marker(self.timeline)
         mark("compute", "step start")
         overflow = False
@@ -240,24 +255,12 @@ class ZeroOptimizer(torch.optim.Optimizer):
         for b in self.buckets:
             b.master.grad = None
         if not overflow:
-            mark("compute", "all-gather start")
-            self._gather_params()
-            mark("compute", "all-gather end")
+            self._gather.start()
         mark("compute", "step end")
         if self.timeline is not None:
             self.timeline.new_step()
         self._reset()
         return loss
-
-    def _gather_params(self) -> None:
-        works = []
-        for b in self.buckets:
-            if b.master is not b.param_shard:
-                b.param_shard.copy_(b.master)
-            if self.world_size > 1:
-                works.append(all_gather(b.param_buffer, b.param_shard, self.process_group))
-        for work in works:  # NCCL: the current stream waits, not the host
-            work.wait()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop this step's gradients: waits for reductions in flight, then resets every bucket."""
