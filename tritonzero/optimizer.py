@@ -56,11 +56,12 @@ class ZeroOptimizer(torch.optim.Optimizer):
         high_priority_comm: on NCCL, run the comm stream and the reduce-scatters (on a
             communicator of their own over the same ranks) at high stream priority, so their
             blocks are scheduled ahead of queued compute blocks instead of after them.
-        overlap_param_gather: leave each bucket's parameter all-gather running after ``step``
-            and make the forward pre-hook of each module that owns parameters wait for its own
-            buckets (param_gather.py), hiding the gathers behind the next forward. A parameter
-            read before its owning module's forward runs (shared across modules, read by hand)
-            needs ``opt.finish_param_sync()`` first.
+        overlap_param_gather: experimental, off by default. Leave each bucket's parameter
+            all-gather running after ``step`` and make the forward pre-hook of each module that
+            owns parameters wait for its own buckets (param_gather.py), hiding the gathers behind
+            the next forward. A parameter read before its owning module's forward runs (shared
+            across modules, read by hand) needs ``opt.finish_param_sync()`` first. Verified on
+            gloo and on NCCL's socket transport; on NVLink an earlier version hung.
         trace: record a per-bucket CUDA-event timeline in ``opt.timeline`` (see timeline.py).
     """
 
@@ -118,7 +119,10 @@ class ZeroOptimizer(torch.optim.Optimizer):
             self.buckets, self.world_size, grad_group, CommLauncher(device, comm_stream), self.scaler,
             max_buckets_in_flight, self.timeline,
         )
-        self._gather = ParamGather(model, self.buckets, process_group, overlap_param_gather, self.timeline)
+        # The all-gathers share the reduce-scatters' communicator: NCCL runs one communicator's
+        # collectives in issue order on one stream, so an all-gather still in flight behind the
+        # next forward can never interleave differently on two ranks with a reduce-scatter.
+        self._gather = ParamGather(model, self.buckets, grad_group, overlap_param_gather, self.timeline)
         self._one = torch.ones((), device=device)
         self._prepared: tuple[torch.Tensor, torch.Tensor | None, float | None] | None = None
 
@@ -169,6 +173,10 @@ class ZeroOptimizer(torch.optim.Optimizer):
         if self._prepared is not None and (norm_type is None or self._prepared[2] == norm_type):
             return self._prepared[:2]
         if self._prepared is None:
+            # HAZARD (write-after-read): the step rewrites master weights and parameter shards
+            # that last step's all-gathers (those of buckets no forward waited for) may still
+            # read; and the all-reduce below must not run beside them on another communicator.
+            self.finish_param_sync()
             self.sync.finish()
             found_inf = self.sync.flag.float()
             keep, other = [], []
@@ -236,9 +244,6 @@ class ZeroOptimizer(torch.optim.Optimizer):
                 "build a new ZeroOptimizer to train them"
             )
         found_inf, _ = self._prepare_grads()
-        # HAZARD (write-after-read): the step rewrites master weights and parameter shards that
-        # last step's all-gathers (those of buckets no forward waited for) may still read.
-        self.finish_param_sync()
         mark = marker(self.timeline)
         mark("compute", "step start")
         overflow = False
