@@ -63,7 +63,6 @@ class Bucket:
         self.master = self.param_shard if layout.dtype == torch.float32 else self.param_shard.float()
         self.grad_shard = torch.zeros(layout.shard_numel, dtype=reduce_dtype, device=device)
         self.plan = BucketPrepPlan.build(list(layout.numels), list(layout.offsets), layout.padded_numel, device)
-        self.slot = {id(p): i for i, p in enumerate(self.params)}
         self._sources: SourceTable | None = None
         self._cuda = device.type == "cuda"
         if self._cuda:

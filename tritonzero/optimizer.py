@@ -119,10 +119,11 @@ class ZeroOptimizer(torch.optim.Optimizer):
             self.buckets, self.world_size, grad_group, CommLauncher(device, comm_stream), self.scaler,
             max_buckets_in_flight, self.timeline,
         )
-        # The all-gathers share the reduce-scatters' communicator: NCCL runs one communicator's
-        # collectives in issue order on one stream, so an all-gather still in flight behind the
-        # next forward can never interleave differently on two ranks with a reduce-scatter.
-        self._gather = ParamGather(model, self.buckets, grad_group, overlap_param_gather, self.timeline)
+        # Overlapped all-gathers share the reduce-scatters' communicator: NCCL runs one
+        # communicator's collectives in issue order on one stream, so an all-gather still in
+        # flight behind the next forward never runs beside a reduce-scatter of another one.
+        gather_group = grad_group if overlap_param_gather else process_group
+        self._gather = ParamGather(model, self.buckets, gather_group, overlap_param_gather, self.timeline)
         self._one = torch.ones((), device=device)
         self._prepared: tuple[torch.Tensor, torch.Tensor | None, float | None] | None = None
 
