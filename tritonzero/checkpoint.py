@@ -111,7 +111,8 @@ def _unpickle(t: torch.Tensor) -> dict:
 
 
 def save(path: str, model: torch.nn.Module, opt: ZeroOptimizer) -> None:
-    """Write a checkpoint of ``model`` and ``opt`` to the folder ``path`` (call on every rank)."""
+    """Write a checkpoint of ``model`` and ``opt`` to the folder ``path`` (call on every rank,
+    between steps: gradients of a step in progress are dropped)."""
     opt.zero_grad()  # nothing in flight while the masters are read
     dcp.save(_state(model, opt), checkpoint_id=path, process_group=opt.process_group, no_dist=opt.process_group is None)
 
