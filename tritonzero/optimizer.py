@@ -125,7 +125,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
         gather_group = grad_group if overlap_param_gather else process_group
         self._gather = ParamGather(model, self.buckets, gather_group, overlap_param_gather, self.timeline)
         self._one = torch.ones((), device=device)
-        self._prepared: tuple[torch.Tensor, torch.Tensor | None, float | None] | None = None
+        self._found_inf: torch.Tensor | None = None  # this step's agreed overflow flag, once known
 
         inner_groups = []
         for gi, group in enumerate(optimizer.param_groups):
@@ -165,15 +165,15 @@ class ZeroOptimizer(torch.optim.Optimizer):
 
     # ------------------------------------------------------------------ step side
     def _prepare_grads(self, norm_type: float | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Once per step: wait for the reductions, unscale the fp32 shard gradients in one fused
-        pass that also catches non-finite values, and agree across ranks on overflow (and on the
-        global gradient norm when ``norm_type`` is given) with one all-reduce.
+        """The first call of a step waits for the reductions, unscales the fp32 shard gradients
+        in one fused pass that also catches non-finite values, and agrees across ranks on
+        overflow with one all-reduce, which also carries the shard's norm term when
+        ``norm_type`` is given. Later calls only compute the norm asked for.
 
-        Returns (found_inf, total_norm): device tensors, never read on the host here.
+        Returns (found_inf, total_norm or None): device tensors, never read on the host here.
         """
-        if self._prepared is not None and (norm_type is None or self._prepared[2] == norm_type):
-            return self._prepared[:2]
-        if self._prepared is None:
+        first = self._found_inf is None
+        if first:
             # HAZARD (write-after-read): the step rewrites master weights and parameter shards
             # that last step's all-gathers (those of buckets no forward waited for) may still
             # read; and the all-reduce below must not run beside them on another communicator.
@@ -189,24 +189,28 @@ class ZeroOptimizer(torch.optim.Optimizer):
             if other:
                 torch._amp_foreach_non_finite_check_and_unscale_(other, found_inf, self._one)
         else:
-            found_inf = self._prepared[0]
-        stats, local_max, total = found_inf, None, None
+            found_inf = self._found_inf
+        summed = [found_inf] if first else []  # all-reduced with SUM in one call
+        local_max = None
         if norm_type is not None:
             norms = torch.stack(torch._foreach_norm([b.master.grad for b in self.buckets], norm_type))
             if norm_type == float("inf"):
                 local_max = norms.max()
             else:
-                stats = torch.cat([found_inf, norms.pow(norm_type).sum().reshape(1)])
+                summed.append(norms.pow(norm_type).sum().reshape(1))
+        stats = torch.cat(summed) if summed else None
         if self.world_size > 1:
-            dist.all_reduce(stats, group=self.process_group)
+            if stats is not None:
+                dist.all_reduce(stats, group=self.process_group)
             if local_max is not None:
                 dist.all_reduce(local_max, op=dist.ReduceOp.MAX, group=self.process_group)
-        # Exactly 0 or 1: fused optimizers skip on found_inf == 1 and subtract it from their step count.
-        found_inf = (stats[:1] > 0).float()
+        if first:
+            # Exactly 0 or 1: fused optimizers skip on found_inf == 1 and subtract it from their step count.
+            self._found_inf = (stats[:1] > 0).float()
+        total = None
         if norm_type is not None:
-            total = local_max if local_max is not None else stats[1].pow(1.0 / norm_type)
-        self._prepared = (found_inf, total, norm_type)
-        return found_inf, total
+            total = local_max if local_max is not None else stats[-1].pow(1.0 / norm_type)
+        return self._found_inf, total
 
     @torch.no_grad()
     def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> torch.Tensor:
@@ -222,7 +226,6 @@ class ZeroOptimizer(torch.optim.Optimizer):
             raise RuntimeError(f"tritonzero: the total norm of order {norm_type} of the gradients is non-finite")
         coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
         torch._foreach_mul_([b.master.grad for b in self.buckets], coef)
-        self._prepared = (self._prepared[0], None, None)  # a second clip measures the clipped gradients
         return total
 
     @torch.no_grad()
@@ -277,7 +280,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
                 p.grad = None
 
     def _reset(self) -> None:
-        self._prepared = None
+        self._found_inf = None
         self.sync.reset()
 
     # ------------------------------------------------------------------ state

@@ -74,15 +74,7 @@ class Timeline:
 
     def exposed_comm_ms(self) -> list[float]:
         """Per step: end of the last reduce-scatter minus the last "grads ready" event."""
-        per_step: dict[int, tuple[float, float]] = {}
-        for s in self.spans():
-            ready, done = per_step.get(s.step, (0.0, 0.0))
-            if s.name.startswith("grads ready"):
-                ready = max(ready, s.end_ms)
-            if s.name.startswith("reduce-scatter"):
-                done = max(done, s.end_ms)
-            per_step[s.step] = (ready, done)
-        return [max(0.0, done - ready) for ready, done in per_step.values() if done]
+        return list(_exposed_by_step(self.spans()).values())
 
     def export_chrome(self, path: str) -> None:
         """Chrome trace-event JSON (Perfetto opens it): one track per stream, times in µs."""
@@ -117,8 +109,8 @@ class Timeline:
         ends = {}
         for s in spans:
             ends[s.step] = max(ends.get(s.step, 0.0), s.end_ms)
-        for (step, end), exposed in zip(sorted(ends.items()), self.exposed_comm_ms()):
-            ax.text(end, 1.5, f"step {step}: exposed comm {exposed:.2f} ms", ha="right", fontsize=8)
+        for step, exposed in _exposed_by_step(spans).items():
+            ax.text(ends[step], 1.5, f"step {step}: exposed comm {exposed:.2f} ms", ha="right", fontsize=8)
         ax.set_yticks([0, 1], ["comm stream", "compute stream"])
         ax.set_ylim(-0.6, 1.8)
         ax.set_xlabel("ms")
@@ -128,6 +120,19 @@ class Timeline:
         fig.tight_layout()
         fig.savefig(path, dpi=130)
         plt.close(fig)
+
+
+def _exposed_by_step(spans: list[Span]) -> dict[int, float]:
+    """Steps with a reduce-scatter -> its end minus the step's last "grads ready" event, in ms."""
+    per_step: dict[int, tuple[float, float]] = {}
+    for s in spans:
+        ready, done = per_step.get(s.step, (0.0, 0.0))
+        if s.name.startswith("grads ready"):
+            ready = max(ready, s.end_ms)
+        if s.name.startswith("reduce-scatter"):
+            done = max(done, s.end_ms)
+        per_step[s.step] = (ready, done)
+    return {step: max(0.0, done - ready) for step, (ready, done) in per_step.items() if done}
 
 
 def marker(timeline: Timeline | None):
