@@ -61,7 +61,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
             owns parameters wait for its own buckets (param_gather.py), hiding the gathers behind
             the next forward. A parameter read before its owning module's forward runs (shared
             across modules, read by hand) needs ``opt.finish_param_sync()`` first. Verified on
-            gloo and on NCCL's socket transport; on NVLink an earlier version hung.
+            gloo, on NCCL's socket transport and on NVLink with 1e8-element buckets; on NVLink
+            with 1e6-element buckets it has hung intermittently (cause not found).
         trace: record a per-bucket CUDA-event timeline in ``opt.timeline`` (see timeline.py).
     """
 

@@ -110,9 +110,10 @@ class Timeline:
         for s in spans:
             ends[s.step] = max(ends.get(s.step, 0.0), s.end_ms)
         for step, exposed in _exposed_by_step(spans).items():
-            ax.text(ends[step], 1.5, f"step {step}: exposed comm {exposed:.2f} ms", ha="right", fontsize=8)
+            # Two rows of labels, so those of short neighbouring steps do not run into each other.
+            ax.text(ends[step], 1.45 + 0.25 * (step % 2), f"step {step}: {exposed:.2f} ms exposed", ha="right", fontsize=7)
         ax.set_yticks([0, 1], ["comm stream", "compute stream"])
-        ax.set_ylim(-0.6, 1.8)
+        ax.set_ylim(-0.6, 2.0)
         ax.set_xlabel("ms")
         handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colors.values()]
         ax.legend(handles, list(colors), loc="lower right", fontsize=7, ncol=4)

@@ -1,0 +1,111 @@
+"""Where fwd+bwd+sync time goes on the GPU: kernel time per stream and kind, one system at a time.
+
+    NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
+        torchrun --nproc_per_node 2 benchmarks/profile_gpu.py --systems floor,tz,ddp --bucket 1e8
+
+For each system (the models and builders of bench_overlap.py) it profiles ``--steps`` fwd+bwd+sync
+passes after a warm-up with ``torch.profiler`` (the optimizer step runs outside it) and prints
+rank 0's medians over those passes: the span from the
+first to the last kernel, the compute stream's busy and idle time, and kernel time by kind
+(GEMM, attention, NCCL, prep, other). Comparing a system's GEMM time with the floor's shows
+how much its communication slows compute down; idle time on the compute stream shows waits
+and host-bound launches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import statistics
+import tempfile
+
+import torch
+import torch.distributed as dist
+
+from bench_overlap import build_ddp, build_floor, build_tz, fresh_model
+
+KINDS = (("nccl", "nccl"), ("prep", "prep_bucket"), ("gemm", "gemm"), ("gemm", "nvjet"), ("gemm", "cutlass"),
+         ("gemm", "sm90_xmma"), ("attention", "flash"), ("attention", "fmha"), ("attention", "attention"))
+
+
+def kind_of(name: str) -> str:
+    low = name.lower()
+    return next((kind for kind, key in KINDS if key in low), "other")
+
+
+def union_ms(spans: list[tuple[float, float]]) -> float:
+    total, end = 0.0, float("-inf")
+    for s, e in sorted(spans):
+        if e > end:
+            total += e - max(s, end)
+            end = e
+    return total / 1e3
+
+
+def analyse(trace_path: str) -> dict:
+    with open(trace_path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"]
+    per_stream = collections.Counter(e["args"]["stream"] for e in events if kind_of(e["name"]) == "gemm")
+    compute = per_stream.most_common(1)[0][0]
+    spans = [(e["ts"], e["ts"] + e["dur"]) for e in events]
+    by_kind = collections.defaultdict(float)
+    for e in events:
+        by_kind[kind_of(e["name"])] += e["dur"] / 1e3
+    comp = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["args"]["stream"] == compute]
+    span_ms = (max(e for _, e in spans) - min(s for s, _ in spans)) / 1e3
+    busy = union_ms(comp)
+    return {"span": span_ms, "compute busy": busy,
+            "compute idle": (max(e for _, e in comp) - min(s for s, _ in comp)) / 1e3 - busy, **by_kind}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--systems", default="floor,tz,ddp")
+    parser.add_argument("--bucket", type=float, default=1e8)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--trace-dir", default=None, help="keep the last system's Chrome trace here")
+    args = parser.parse_args()
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    rank = dist.get_rank()
+    x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
+    builders = {"floor": build_floor, "ddp": lambda m, a: build_ddp(m, a, args.bucket),
+                "tz": lambda m, a: build_tz(m, a, args.bucket),
+                "tz-lowprio": lambda m, a: build_tz(m, a, args.bucket, high_priority_comm=False)}
+    rows = {}
+    for name in args.systems.split(","):
+        model = fresh_model()
+        fwd_bwd, step = builders[name](model, args)
+        for _ in range(args.warmup):
+            fwd_bwd(x)
+            step()
+        per_step = []
+        for _ in range(args.steps):
+            dist.barrier()  # both ranks start the profiled pass together
+            torch.cuda.synchronize()
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                fwd_bwd(x)
+                torch.cuda.synchronize()
+            if rank == 0:
+                path = os.path.join(args.trace_dir or tempfile.gettempdir(), f"profile_{name}.json")
+                prof.export_chrome_trace(path)  # the last step's trace is kept
+                per_step.append(analyse(path))
+            step()  # outside the profile: fwd+bwd+sync alone is analysed
+        if rank == 0:
+            rows[name] = {k: statistics.median(r.get(k, 0.0) for r in per_step) for k in per_step[0]}
+        del model, fwd_bwd, step
+        dist.barrier()
+    if rank == 0:
+        cols = ["span", "compute busy", "compute idle", "gemm", "attention", "other", "nccl", "prep"]
+        print(f"bucket {args.bucket:.0e}, ms per fwd+bwd+sync (kernel sums; streams overlap)")
+        print(f"{'system':<12}" + "".join(f"{c:>14}" for c in cols))
+        for name, r in rows.items():
+            print(f"{name:<12}" + "".join(f"{r.get(c, 0.0):>14.2f}" for c in cols))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
