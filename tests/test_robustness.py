@@ -1,4 +1,5 @@
-"""Frozen parameters, parameters switched off mid-training, and a rank failing mid-backward."""
+"""Frozen parameters, parameters switched off mid-training, the reduced shards' lifetime, and a
+rank failing mid-backward."""
 
 from __future__ import annotations
 
@@ -60,6 +61,29 @@ def test_frozen_and_switched_off_parameters(world_size):
     for res in run_ranks(world_size, _frozen_and_switched_off):
         assert res["unchanged"] and res["bias_kept"]
         assert "frozen when the ZeroOptimizer was built" in res["error"]
+
+
+def _shard_lifetime() -> dict:
+    """Which buckets hold a reduced shard before backward, after the sync, and after the step."""
+    model = _mlp()
+    opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=40)
+    held = lambda: [b.grad_shard is not None for b in opt.buckets]  # noqa: E731
+    seen = {"built": held()}
+    opt.backward(model(torch.randn(6, 9)).square().mean())
+    opt.finish_grad_sync()
+    seen["synced"] = held()
+    opt.step()
+    seen["stepped"] = held()
+    opt.zero_grad()
+    return seen
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_reduced_shards_live_from_sync_to_step(world_size):
+    # Allocated per step, so they take no memory while the forward's activations are alive.
+    for res in run_ranks(world_size, _shard_lifetime):
+        assert len(res["synced"]) > 1
+        assert not any(res["built"]) and all(res["synced"]) and not any(res["stepped"])
 
 
 class _Boom(torch.autograd.Function):

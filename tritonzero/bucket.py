@@ -35,8 +35,10 @@ class Bucket:
     """Buffers and per-step state of one :class:`BucketLayout` on one rank.
 
     The bucket's parameters become views of ``param_buffer`` (so the all-gather writes them in
-    place); ``grad_shard`` receives this rank's reduced slice; ``master`` is the fp32 slice the
-    wrapped optimizer steps (for fp32 parameters, the parameter slice itself).
+    place); ``grad_shard`` receives this rank's reduced slice, from ``issue`` until ``reset``
+    (allocated per step, so it takes no memory while forward's activations are alive);
+    ``master`` is the fp32 slice the wrapped optimizer steps (for fp32 parameters, the
+    parameter slice itself).
     """
 
     def __init__(
@@ -61,7 +63,6 @@ class Bucket:
         lo, hi = layout.shard_range(rank)
         self.param_shard = self.param_buffer[lo:hi]
         self.master = self.param_shard if layout.dtype == torch.float32 else self.param_shard.float()
-        self.grad_shard = torch.zeros(layout.shard_numel, dtype=reduce_dtype, device=device)
         self.plan = BucketPrepPlan.build(list(layout.numels), list(layout.offsets), layout.padded_numel, device)
         self._sources: SourceTable | None = None
         self._cuda = device.type == "cuda"
@@ -75,10 +76,14 @@ class Bucket:
         self.reset()
 
     def reset(self) -> None:
-        """Forget this step's gradients; the next backward fills the bucket again."""
+        """Forget this step's gradients and reduced shard; the next backward fills the bucket again.
+
+        On CUDA the caller has ordered the current stream after ``done`` (``wait``).
+        """
         self.grads: list[torch.Tensor | None] = [None] * len(self.params)
         self.pending = len(self.params)
         self.launched = False
+        self.grad_shard: torch.Tensor | None = None
 
     def add_grad(self, slot: int, grad: torch.Tensor) -> bool:
         """Take one parameter's gradient; True when the bucket is complete."""
@@ -117,8 +122,12 @@ class Bucket:
             torch.cuda.current_stream().wait_event(self.ready)
         mark("comm", f"prep b{self.index} start")
         solo = self.layout.world_size == 1
-        # On CUDA allocated on the comm stream and freed there after ``work.wait``: the caching
-        # allocator hands it to the next bucket only after this collective has read it.
+        # HAZARD (reuse): on CUDA both buffers come from the comm stream's pool, after the wait
+        # on ``ready``. The bucket is freed there after ``work.wait``, so the next bucket gets it
+        # only after this collective has read it. Last step's shard, read by that step on the
+        # compute stream, went back to this pool at ``reset``; any reuse comes after this wait
+        # on an event recorded on the compute stream after that step.
+        self.grad_shard = torch.empty(self.layout.shard_numel, dtype=self.reduce_dtype, device=self.param_buffer.device)
         bucket = self.grad_shard if solo else torch.empty_like(self.param_buffer, dtype=self.reduce_dtype)
         self._sources = self.plan.source_table(self.grads, previous=self._sources)
         prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype, divisor)
