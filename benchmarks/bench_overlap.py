@@ -4,8 +4,9 @@
         torchrun --nproc_per_node 2 benchmarks/bench_overlap.py [--systems floor,collectives,tz,ddp,fsdp2,deepspeed]
 
 Model: 8 pre-norm transformer blocks, d=2048 (about 403M parameters), fp16, input 4 x 1024 tokens
-per GPU, AdamW. Systems run one after another in this process; each is timed with CUDA events
-over ``--steps`` steps after ``--warmup`` steps, and the medians are printed by rank 0.
+per GPU, AdamW (fp32 master weights and a scaled loss for every system, see ``MasterAdamW``).
+Systems run one after another in this process; each is timed with CUDA events over ``--steps``
+steps after ``--warmup`` steps, and rank 0 prints each system's medians as soon as it is done.
 """
 
 from __future__ import annotations
