@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--bucket", type=float, default=1e8)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--trace-dir", default=None, help="keep the last system's Chrome trace here")
+    parser.add_argument("--trace-dir", default=None, help="keep each system's last profiled pass here as a Chrome trace")
     args = parser.parse_args()
     dist.init_process_group("nccl")
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
