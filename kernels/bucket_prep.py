@@ -26,6 +26,8 @@ __all__ = ["BucketPrepPlan", "SourceTable", "prep_bucket", "default_block"]
 _TORCH_TO_TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 # Region offsets in the bucket are multiples of this many elements, so stores can be vectorised.
 REGION_ALIGN = 16
+# Compiled kernels by specialisation key (see ``prep_bucket``), launched without JITFunction.run.
+_COMPILED: dict[tuple, object] = {}
 
 
 @triton.jit
@@ -60,15 +62,18 @@ def _prep_bucket_kernel(
         factor = factor / tl.load(divisor_ptr)
     offs = start + tl.arange(0, BLOCK)
     # Whole chunks take the unmasked (vectorised) path; only a gradient's tail chunk is masked.
+    # Gradients are read once: "evict_first" leaves L2 to the bucket, which NCCL reads next.
     if start + BLOCK <= numel:
-        x = tl.load(src + offs)
+        x = tl.load(src + offs, eviction_policy="evict_first")
     else:
-        x = tl.load(src + offs, mask=offs < numel, other=0.0)
+        x = tl.load(src + offs, mask=offs < numel, other=0.0, eviction_policy="evict_first")
     # fp32 math always: the interpreter's bf16 arithmetic is wrong, and fp32 keeps the factor exact.
     y = (x.to(tl.float32) * factor).to(bucket_ptr.dtype.element_ty)
     yf = y.to(tl.float32)
-    bad = tl.max(((yf != yf) | (tl.abs(yf) == float("inf"))).to(tl.int32), axis=0)
-    tl.store(flag_ptr, bad, mask=bad > 0)
+    # Each element that is not finite stores 1 to the flag (same value, so the race is benign):
+    # no block-wide reduction, and no store at all in the common case.
+    bad = (yf != yf) | (tl.abs(yf) == float("inf"))
+    tl.store(flag_ptr + tl.zeros_like(offs), tl.full([BLOCK], 1, tl.int32), mask=bad)
 
     out = bucket_ptr + dst_off + offs
     if start + BLOCK <= region_len:
@@ -160,20 +165,24 @@ def prep_bucket(
     never cleared, when a written value is not finite.
     """
     grid = (plan.chunk_region.numel(),)
-    _prep_bucket_kernel[grid](
-        bucket,
-        flag,
-        sources.table,
-        plan.regions,
-        plan.chunk_region,
-        plan.chunk_start,
-        len(plan.numels),
-        factor,
-        flag if divisor is None else divisor,
-        SRC_DTYPE=_TORCH_TO_TL[src_dtype],
-        DIVIDE=divisor is not None,
-        SRC_ALIGNED=sources.aligned,
-        BLOCK=plan.block,
-        REGION_ALIGN=REGION_ALIGN,
-        num_warps=num_warps,
-    )
+    args = (bucket, flag, sources.table, plan.regions, plan.chunk_region, plan.chunk_start, len(plan.numels), float(factor),
+            flag if divisor is None else divisor)
+    meta = dict(SRC_DTYPE=_TORCH_TO_TL[src_dtype], DIVIDE=divisor is not None, SRC_ALIGNED=sources.aligned,
+                BLOCK=plan.block, REGION_ALIGN=REGION_ALIGN)
+    if not bucket.is_cuda:  # Triton interpreter: nothing compiled to cache
+        _prep_bucket_kernel[grid](*args, **meta, num_warps=num_warps)
+        return
+    # Everything Triton specialises the compiled kernel on: dtypes, constexprs, warps, pointer
+    # alignment (16 bytes) and the integer argument (== 1, multiple of 16).
+    n = len(plan.numels)
+    key = (bucket.device.index, bucket.dtype, flag.dtype, tuple(meta.values()), num_warps, n == 1, n % 16 == 0,
+           tuple(t.data_ptr() % 16 == 0 for t in args if isinstance(t, torch.Tensor)))
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        _COMPILED[key] = _prep_bucket_kernel[grid](*args, **meta, num_warps=num_warps)
+    else:
+        # The compiled kernel's own launcher: skips JITFunction.run's argument binding and cache
+        # lookup, and the current stream is read with the device index given (torch's slow path
+        # re-derives the device). Arguments in signature order.
+        stream = torch._C._cuda_getCurrentRawStream(bucket.device.index)
+        compiled[grid + (1, 1)](*args, *meta.values(), stream=stream)

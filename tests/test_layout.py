@@ -27,8 +27,20 @@ def test_layout_invariants(world_size, bucket_size):
         ends = [o + n for o, n in zip(lay.offsets, lay.numels)]
         assert all(o % REGION_ALIGN == 0 for o in lay.offsets)
         assert all(e <= o for e, o in zip(ends, lay.offsets[1:])) and ends[-1] <= lay.padded_numel
-        if len(lay.param_indices) > 1:  # only a lone parameter may exceed bucket_size
+        if max(lay.numels) <= bucket_size:  # only a bucket closed by an oversized parameter may exceed it
             assert sum(lay.numels) <= bucket_size + REGION_ALIGN * len(lay.numels)
+        else:  # ... and that parameter comes last
+            assert lay.numels[-1] > bucket_size and max(lay.numels[:-1], default=0) <= bucket_size
+
+
+def test_oversized_parameter_takes_the_small_ones_before_it():
+    # Backward order: 3, 2 (large), 1, 0 (large): the small gradients ride with the next large one.
+    params = _params([5000, 7, 4097, 3])
+    layouts = plan_buckets(params, [0] * 4, 100, world_size=2)
+    assert [lay.param_indices for lay in layouts] == [(3, 2), (1, 0)]
+    # Only the bucket being filled joins: a full one closes first, and large ones never share.
+    layouts = plan_buckets(_params([5000, 60, 60, 300, 200]), [0] * 5, 100, world_size=2)
+    assert [lay.param_indices for lay in layouts] == [(4,), (3,), (2,), (1, 0)]
 
 
 def test_dtypes_and_groups_get_separate_buckets():

@@ -52,7 +52,9 @@ def plan_buckets(
     params: list[torch.nn.Parameter], groups: list[int], bucket_size: int, world_size: int
 ) -> list[BucketLayout]:
     """Pack ``params`` (registration order; ``groups[i]`` is param i's optimizer group) into buckets
-    of about ``bucket_size`` elements. A parameter larger than ``bucket_size`` gets a bucket alone.
+    of at most ``bucket_size`` elements, except that a parameter larger than ``bucket_size`` joins
+    the bucket being filled and closes it: the small parameters reduced just before a large
+    one (biases, norms) ride along with it instead of costing a collective of their own.
     Buckets are returned in expected launch order within each (dtype, group) stream.
     """
     if bucket_size < 1:
@@ -67,7 +69,7 @@ def plan_buckets(
         filled = 0
         for i in indices:
             n = params[i].numel()
-            if current and filled + n > bucket_size:
+            if current and (filled >= bucket_size or (filled + n > bucket_size and n <= bucket_size)):
                 layouts.append(_layout(params, current, dtype, group, world_size))
                 current, filled = [], 0
             current.append(i)

@@ -45,7 +45,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
         optimizer: a ``torch.optim`` optimizer over ``model.parameters()``; its class, param
             groups and hyperparameters are rebuilt over this rank's fp32 shard. With
             ``fused=True`` (Adam, AdamW, SGD) a step never syncs with the host.
-        bucket_size: elements per gradient bucket (a larger parameter gets a bucket alone).
+        bucket_size: elements per gradient bucket at most, except that a larger parameter
+            closes the bucket being filled, taking the small gradients before it along.
         process_group: defaults to the world group, or one rank without a process group.
         reduce_dtype: dtype of the reduce-scatter; defaults to the parameter dtype. fp16
             buckets keep the loss scale through the sum (no underflow), others are unscaled first.

@@ -77,7 +77,7 @@ class ParamGather:
                     else:
                         self._works[id(b)] = work
                 if self._cuda:
-                    self._events[id(b)].record()
+                    self._events[id(b)].record(self._stream)
                 mark("comm", f"all-gather b{b.index} end")
                 self._pending.add(id(b))
         if not self.overlap:
@@ -92,7 +92,7 @@ class ParamGather:
             if self._cuda:
                 # HAZARD (read-before-write): forward must not read parameters the all-gather is
                 # still writing; and the next step must not rewrite a shard it is still reading.
-                torch.cuda.current_stream().wait_event(self._events[id(b)])
+                torch.cuda.current_stream(self._stream.device_index).wait_event(self._events[id(b)])
             elif id(b) in self._works:
                 self._works.pop(id(b)).wait()
 
