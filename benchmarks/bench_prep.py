@@ -84,6 +84,7 @@ def copy_bandwidth() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--targets", default="1e6,4e6,32e6,100e6", help="bucket sizes (elements)")
     args = parser.parse_args()
     torch.manual_seed(0)
     flag = torch.zeros(1, dtype=torch.int32, device="cuda")
@@ -91,7 +92,7 @@ def main() -> None:
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
           f"device copy {copy_tbs:.2f} TB/s")
     configs = [(1024, 4), (2048, 4), (4096, 4), (2048, 8), (4096, 8), (8192, 8), (8192, 16)]
-    targets = [10**6, 4 * 10**6, 32 * 10**6, 100 * 10**6]
+    targets = [int(float(t)) for t in args.targets.split(",")]
     if args.quick:
         configs, targets = configs[:2], targets[::3]
     rows = []

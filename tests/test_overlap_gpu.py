@@ -137,7 +137,7 @@ def test_slow_comm_costs_max_not_sum(overlap, kind):
 def test_compute_never_waits_on_comm(overlap, kind):
     for r in overlap:
         base, very_slow = r[kind]["base"], r[kind]["very_slow"]
-        print(f"{kind} delay: backward on the compute stream: {base['compute']:.1f} ms alone, {very_slow['compute']:.1f} ms "
+        print(f"{kind} delay: fwd+bwd on the compute stream: {base['compute']:.1f} ms alone, {very_slow['compute']:.1f} ms "
               f"with comm 4x longer than backward (fwd+bwd+sync {very_slow['total']:.1f} ms)")
         # The delays did happen, and the sync waited for them.
         assert very_slow["comm"] > 3 * (base["compute"] - base["forward"]) and very_slow["total"] > very_slow["comm"], r
