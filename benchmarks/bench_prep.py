@@ -8,7 +8,9 @@ bucket size so that a bucket holds about two layers (d=256 for 1M up to d=2048 f
 bucket takes consecutive gradients until it reaches its size. Effective bandwidth counts each gradient element read once and each bucket
 element written once. Times are medians of CUDA-event timings (triton.testing.do_bench) over
 rotating input sets, so buckets larger than L2 come from HBM; "host us" is the wall time per
-call of back-to-back launches (host overhead included), then one synchronize.
+call of back-to-back launches (host overhead included), then one synchronize. "% one copy_"
+compares with the roofline at the same size: one contiguous tensor of the bucket's gradient
+elements copied (and cast) into it with ``Tensor.copy_``.
 """
 
 from __future__ import annotations
@@ -130,6 +132,8 @@ def main() -> None:
                 bucket[:n_el].mul_(0.5)
 
             base = {name: bench(fn, sets) for name, fn in [("cat+mul", cat_mul), ("foreach+cat", foreach_cat), ("copy loop", copy_loop)]}
+            # The roofline at this size: one contiguous tensor copied (and cast) into the bucket.
+            base["one copy_"] = bench(lambda i: bucket[:n_el].copy_(tmp), 1)
             rows.append((target, len(sizes), NAMES[src], NAMES[dst], block, warps, ms, nbytes / ms / 1e9, hus, base))
             del best, plan, tables, bucket, grad_sets, tmp
             torch.cuda.empty_cache()
@@ -141,10 +145,11 @@ def main() -> None:
     lat_host = host_us(lambda i: prep_bucket(plan, tables[i % 2], bucket, flag, 0.5, torch.float16))
 
     print(f"\n{'bucket':>10} {'tens':>4} {'src':>4} {'dst':>4} {'block':>5} {'w':>2} {'us':>8} {'TB/s':>5} {'%copy':>5} "
-          f"{'host us':>7} {'x cat+mul':>9} {'x foreach':>9} {'x loop':>7}")
+          f"{'host us':>7} {'x cat+mul':>9} {'x foreach':>9} {'x loop':>7} {'%one copy_':>10}")
     for target, nt, s, d, block, warps, ms, tbs, hus, base in rows:
         print(f"{target:>10.0e} {nt:>4} {s:>4} {d:>4} {block:>5} {warps:>2} {ms * 1e3:>8.1f} {tbs:>5.2f} {100 * tbs / copy_tbs:>5.0f} "
-              f"{hus:>7.1f} {base['cat+mul'] / ms:>9.2f} {base['foreach+cat'] / ms:>9.2f} {base['copy loop'] / ms:>7.2f}")
+              f"{hus:>7.1f} {base['cat+mul'] / ms:>9.2f} {base['foreach+cat'] / ms:>9.2f} {base['copy loop'] / ms:>7.2f} "
+              f"{100 * base['one copy_'] / ms:>10.0f}")
     print(f"\n1M-element bucket ({sum(small):,} elements, 20 tensors, fp16->fp16): {lat_gpu:.1f} us on the GPU, "
           f"{lat_host:.1f} us per call with host overhead; median of cat+mul timings in TB/s: "
           f"{statistics.median(r[7] * r[6] / r[9]['cat+mul'] for r in rows):.2f}")
