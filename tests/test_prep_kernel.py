@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from tritonzero.kernels import BucketPrepPlan, prep_bucket
+from tritonzero.kernels import BucketPrepPlan, bucket_prep, prep_bucket
 from tritonzero.kernels.bucket_prep import REGION_ALIGN
 
 DEVICES = ["cuda"] if torch.cuda.is_available() else ["cpu"]  # see conftest.py
@@ -125,3 +125,8 @@ def test_compiled_launch_path(misaligned_bucket):
         ref = _reference(grads, offsets, numel, factor)
         torch.testing.assert_close(bucket.cpu().double(), ref.to(torch.bfloat16).double(), rtol=RTOL[torch.bfloat16], atol=0)
     assert flag.item() == 0
+    # The later launches did take the direct path: Triton handed back a compiled kernel to cache.
+    # (Imported here: importing triton before tritonzero.kernels would skip the CPU interpreter.)
+    import triton.compiler
+
+    assert bucket_prep._COMPILED and all(isinstance(k, triton.compiler.CompiledKernel) for k in bucket_prep._COMPILED.values())
