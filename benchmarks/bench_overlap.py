@@ -108,13 +108,6 @@ def build_tz(model, args, bucket, trace=False, fused=False, overlap=False, **opt
     return fwd_bwd, (lambda: (opt.step(), opt.zero_grad()))
 
 
-# Short names of ZeroOptimizer options for system names such as "tz-fused:inflight=4+lowprio".
-TZ_OPTIONS = {
-    "lowprio": lambda v: ("high_priority_comm", False),
-    "inflight": lambda v: ("max_buckets_in_flight", int(v)),
-}
-
-
 def build_ddp(model, args, bucket):
     ddp = torch.nn.parallel.DistributedDataParallel(
         model, bucket_cap_mb=bucket * 2 / 2**20, gradient_as_bucket_view=True, device_ids=[torch.cuda.current_device()]
@@ -230,10 +223,10 @@ def run(name, builder, x, args):
 
 def print_row(r: dict, floor: dict | None) -> None:
     if "error" in r:
-        print(f"{r['system']:<30} ERROR {r['error']}", flush=True)
+        print(f"{r['system']:<26} ERROR {r['error']}", flush=True)
         return
     ratio = {k: r.get(k, float("nan")) / floor[k] if floor else float("nan") for k in ("fwd_bwd_sync_ms", "step_ms", "iteration_ms")}
-    print(f"{r['system']:<30} {r['fwd_bwd_sync_ms']:>15.1f} {ratio['fwd_bwd_sync_ms']:>7.2f} {r['step_ms']:>8.1f} "
+    print(f"{r['system']:<26} {r['fwd_bwd_sync_ms']:>15.1f} {ratio['fwd_bwd_sync_ms']:>7.2f} {r['step_ms']:>8.1f} "
           f"{ratio['step_ms']:>7.2f} {r.get('iteration_ms', float('nan')):>8.1f} {ratio['iteration_ms']:>7.2f} {r['peak_gib']:>8.2f}"
           + ("" if r.get("finite", True) else "  NON-FINITE PARAMETERS"), flush=True)
 
@@ -262,19 +255,16 @@ def main() -> None:
         elif s == "fsdp2":
             plan.append(("fsdp2 per block", build_fsdp2))
         else:
-            # "tz-fused:inflight=4+lowprio": tritonzero options after the colon (see TZ_OPTIONS).
-            kind, _, opts = s.partition(":")
-            options = dict(TZ_OPTIONS[o.partition("=")[0]](o.partition("=")[2]) for o in opts.split("+") if o)
             builder = {"tz": build_tz, "ddp": build_ddp, "deepspeed": build_deepspeed,
-                       "tz-trace": lambda m, a, b, **o: build_tz(m, a, b, trace=True, **o),
-                       "tz-fused": lambda m, a, b, **o: build_tz(m, a, b, fused=True, **o),
-                       "tz-overlap": lambda m, a, b, **o: build_tz(m, a, b, fused=True, overlap=True, **o),
-                       "tz-overlap-trace": lambda m, a, b, **o: build_tz(m, a, b, fused=True, overlap=True, trace=True, **o)}[kind]
-            plan += [(f"{s} {b:.3g}", lambda m, a, b=b, f=builder, o=options: f(m, a, b, **o)) for b in buckets]
+                       "tz-trace": lambda m, a, b: build_tz(m, a, b, trace=True),
+                       "tz-fused": lambda m, a, b: build_tz(m, a, b, fused=True),
+                       "tz-overlap": lambda m, a, b: build_tz(m, a, b, fused=True, overlap=True),
+                       "tz-overlap-trace": lambda m, a, b: build_tz(m, a, b, fused=True, overlap=True, trace=True)}[s]
+            plan += [(f"{s} {b:.3g}", lambda m, a, b=b, f=builder: f(m, a, b)) for b in buckets]
     if rank == 0:
         print(f"\n{nparams / 1e6:.0f}M params, torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
               f"{torch.cuda.get_device_name()}, transport {'socket' if os.environ.get('NCCL_P2P_DISABLE') == '1' else 'default'}")
-        print(f"{'system':<30} {'fwd+bwd+sync ms':>15} {'x floor':>7} {'step ms':>8} {'x floor':>7} {'iter ms':>8} {'x floor':>7} {'peak GiB':>8}",
+        print(f"{'system':<26} {'fwd+bwd+sync ms':>15} {'x floor':>7} {'step ms':>8} {'x floor':>7} {'iter ms':>8} {'x floor':>7} {'peak GiB':>8}",
               flush=True)
     rows = []
     for name, builder in plan:
