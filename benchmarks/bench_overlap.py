@@ -182,6 +182,10 @@ def collectives_alone(x, args):
             "step_ms": statistics.median(both), "peak_gib": float("nan")}
 
 
+class SystemUnavailable(Exception):
+    """A system's builder failed (on every rank: same code, same packages); the run goes on."""
+
+
 def run(name, builder, x, args):
     gc.collect()  # the previous system's optimizer and hooks form reference cycles
     torch.cuda.empty_cache()
@@ -189,7 +193,10 @@ def run(name, builder, x, args):
     before = torch.cuda.memory_allocated()
     model = fresh_model()
     torch.cuda.reset_peak_memory_stats()
-    fwd_bwd, step = builder(model, args)
+    try:
+        fwd_bwd, step = builder(model, args)
+    except Exception as e:  # a system that cannot be built (a missing package) fails on every rank alike
+        raise SystemUnavailable(f"{type(e).__name__}: {e}") from e
     sync_ms, step_ms, iter_ms = [], [], []
     previous = None
     for i in range(args.warmup + args.steps + 1):
@@ -197,8 +204,11 @@ def run(name, builder, x, args):
         e0.record()
         if previous is not None:
             # Iteration: one step's start to the next's, so work a step leaves running (the
-            # overlapped all-gather) and host gaps between steps count too.
-            previous.synchronize()
+            # overlapped all-gather) and host gaps between steps count too. elapsed_time raises
+            # unless both events have completed, and the GPU reaches e0 some microseconds after
+            # it is recorded: wait for e0 itself (waiting for ``previous`` alone raced, on one
+            # rank at a time, which then left its peer waiting in a collective).
+            e0.synchronize()
             iter_ms.append(previous.elapsed_time(e0))
         if i == args.warmup + args.steps:
             break
@@ -270,8 +280,10 @@ def main() -> None:
     for name, builder in plan:
         try:
             rows.append(collectives_alone(x, args) if builder is None else run(name, builder, x, args))
-        except Exception as e:  # report and go on to the next system
-            rows.append({"system": name, "error": f"{type(e).__name__}: {e}"[:200]})
+        except SystemUnavailable as e:  # report and go on to the next system
+            rows.append({"system": name, "error": str(e)[:200]})
+        # Any other error ends the run: it may have struck one rank only, mid-step, and the
+        # others would wait for its collectives forever.
         dist.barrier()
         if rank == 0:  # row by row, so a run cut short keeps what it measured
             floor = next((r for r in rows if r["system"].startswith("floor") and "error" not in r), None)

@@ -60,9 +60,11 @@ class Timeline:
         origin = self._steps[0][0][2]
         out = []
         for step, events in enumerate(self._steps):
-            events[-1][2].synchronize()
             opened: dict[tuple[str, str], float] = {}
             for lane, name, event in events:
+                # Each event: the last of a step on one stream need not be the last on another
+                # (an overlapped all-gather), and elapsed_time raises on an event not yet reached.
+                event.synchronize()
                 t = origin.elapsed_time(event)
                 if name.endswith(" start"):
                     opened[lane, name[: -len(" start")]] = t
