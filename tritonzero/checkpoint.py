@@ -139,7 +139,7 @@ def load(path: str, model: torch.nn.Module, opt: ZeroOptimizer) -> None:
     if opt.scaler is not None and meta["loss_scaler"] is not None:
         opt.scaler.load_state_dict(meta["loss_scaler"])
     with torch.no_grad():
-        opt._gather.start()  # the model's parameters from the loaded masters
+        opt._gather.start_all()  # the model's parameters from the loaded masters
     opt.finish_param_sync()
 
 

@@ -1,4 +1,4 @@
-"""The two collectives ZeRO-2 needs, called on the process group object itself.
+"""The collectives ZeRO-2 needs, called on the process group object itself.
 
 ``dist.reduce_scatter_tensor`` and friends wrap the process group's methods in Python layers
 (logging decorator, argument checks, renames across torch versions) that cost about 50 µs a
@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-__all__ = ["reduce_scatter", "all_gather"]
+__all__ = ["reduce_scatter", "all_gather", "all_gather_coalesced"]
 
 _SUM = dist.ReduceScatterOptions()
 _SUM.reduceOp = dist.ReduceOp.SUM
@@ -25,3 +25,8 @@ def reduce_scatter(output: torch.Tensor, input: torch.Tensor, group: dist.Proces
 def all_gather(output: torch.Tensor, input: torch.Tensor, group: dist.ProcessGroup) -> dist.Work:
     """Concatenate every rank's ``input`` into ``output``; ``input`` may be this rank's slice of it."""
     return group._allgather_base(output, input)
+
+
+def all_gather_coalesced(outputs: list[torch.Tensor], inputs: list[torch.Tensor], group: dist.ProcessGroup) -> dist.Work:
+    """``all_gather`` of every pair in one call (one NCCL group: one launch, one ``Work``)."""
+    return group.allgather_into_tensor_coalesced(outputs, inputs)

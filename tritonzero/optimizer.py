@@ -30,6 +30,7 @@ from tritonzero.grad_sync import GradSync
 from tritonzero.launcher import CommLauncher
 from tritonzero.layout import plan_buckets
 from tritonzero.loss_scale import LossScalePolicy, LossScaler
+from tritonzero.master_grads import MasterGrads
 from tritonzero.param_gather import ParamGather
 from tritonzero.timeline import Timeline, marker
 
@@ -57,13 +58,15 @@ class ZeroOptimizer(torch.optim.Optimizer):
         high_priority_comm: on NCCL, run the comm stream and the reduce-scatters (on a
             communicator of their own over the same ranks) at high stream priority, so their
             blocks are scheduled ahead of queued compute blocks instead of after them.
-        overlap_param_gather: experimental, off by default. Leave each bucket's parameter
-            all-gather running after ``step`` and make the forward pre-hook of each module that
-            owns parameters wait for its own buckets (param_gather.py), hiding the gathers behind
-            the next forward. A parameter read before its owning module's forward runs (shared
-            across modules, read by hand) needs ``opt.finish_param_sync()`` first. Verified on
-            gloo, on NCCL's socket transport and on NVLink with 1e8-element buckets; on NVLink
-            with 1e6-element buckets it has hung intermittently (cause not found).
+        step_chunks: the step runs over this many groups of buckets (forward order, about equal
+            sizes), and each group's parameter all-gather runs beside the next group's step, so
+            only the last one is left after it (param_gather.py). 1: step all, then gather.
+        overlap_param_gather: off by default. Leave the parameter all-gathers running after
+            ``step`` and make the forward pre-hook of each module that owns parameters wait for
+            its own chunk (param_gather.py), hiding the gathers behind the next forward; more
+            ``step_chunks`` let forward start sooner. A parameter read before its owning
+            module's forward runs (shared across modules, read by hand) needs
+            ``opt.finish_param_sync()`` first.
         trace: record a per-bucket CUDA-event timeline in ``opt.timeline`` (see timeline.py).
     """
 
@@ -78,9 +81,12 @@ class ZeroOptimizer(torch.optim.Optimizer):
         loss_scale: LossScalePolicy | float | None = None,
         max_buckets_in_flight: int = 32,
         high_priority_comm: bool = True,
+        step_chunks: int = 2,
         overlap_param_gather: bool = False,
         trace: bool = False,
     ):
+        if step_chunks < 1:
+            raise ValueError(f"tritonzero: step_chunks must be at least 1, got {step_chunks}")
         if process_group is None and dist.is_available() and dist.is_initialized():
             process_group = dist.group.WORLD
         self.process_group = process_group
@@ -125,8 +131,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
         # communicator's collectives in issue order on one stream, so an all-gather still in
         # flight behind the next forward never runs beside a reduce-scatter of another one.
         gather_group = grad_group if overlap_param_gather else process_group
-        self._gather = ParamGather(model, self.buckets, gather_group, overlap_param_gather, self.timeline)
-        self._one = torch.ones((), device=device)
+        self._gather = ParamGather(model, self.buckets, gather_group, overlap_param_gather, self.timeline, step_chunks)
+        self._master_grads = MasterGrads(self.buckets, device)
         self._found_inf: torch.Tensor | None = None  # this step's agreed overflow flag, once known
 
         inner_groups = []
@@ -134,6 +140,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
             hyper = {k: v for k, v in group.items() if k != "params"}
             inner_groups.append({**hyper, "params": [b.master for b in self.buckets if b.layout.group == gi]})
         self.inner = _rebuild(optimizer, inner_groups)
+        chunk_ids = [{id(b.master) for b in chunk} for chunk in self._gather.chunks]
+        self._chunk_params = [[[m for m in g["params"] if id(m) in ids] for g in inner_groups] for ids in chunk_ids]
         # Share (not copy) the inner optimizer's groups and state, so lr schedulers and user code
         # that edit ``opt.param_groups`` reach the optimizer that steps.
         super().__init__(self.inner.param_groups, self.inner.defaults)
@@ -167,10 +175,11 @@ class ZeroOptimizer(torch.optim.Optimizer):
 
     # ------------------------------------------------------------------ step side
     def _prepare_grads(self, norm_type: float | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The first call of a step waits for the reductions, unscales the fp32 shard gradients
-        in one fused pass that also catches non-finite values, and agrees across ranks on
-        overflow with one all-reduce, which also carries the shard's norm term when
-        ``norm_type`` is given. Later calls only compute the norm asked for.
+        """The first call of a step waits for the reductions, turns the reduced shards into
+        unscaled fp32 master gradients in one pass that also catches non-finite values
+        (master_grads.py), and agrees across ranks on overflow with one all-reduce, which also
+        carries the shard's norm term when ``norm_type`` is given. Later calls only compute the
+        norm asked for.
 
         Returns (found_inf, total_norm or None): device tensors, never read on the host here.
         """
@@ -181,15 +190,8 @@ class ZeroOptimizer(torch.optim.Optimizer):
             # read; and the all-reduce below must not run beside them on another communicator.
             self.finish_param_sync()
             self.sync.finish()
-            found_inf = self.sync.flag.float()
-            keep, other = [], []
-            for b in self.buckets:
-                b.master.grad = b.grad_shard if b.grad_shard.dtype == torch.float32 else b.grad_shard.float()
-                (keep if self.sync.keeps_scale(b) else other).append(b.master.grad)
-            if keep:
-                torch._amp_foreach_non_finite_check_and_unscale_(keep, found_inf, self.scaler.scale.reciprocal())
-            if other:
-                torch._amp_foreach_non_finite_check_and_unscale_(other, found_inf, self._one)
+            scale = self.scaler.scale if self.scaler is not None else None
+            found_inf = self._master_grads.build(self.sync.flag, scale, self.sync.keeps_scale)
         else:
             found_inf = self._found_inf
         summed = [found_inf] if first else []  # all-reduced with SUM in one call
@@ -252,26 +254,42 @@ class ZeroOptimizer(torch.optim.Optimizer):
         found_inf, _ = self._prepare_grads()
         mark = marker(self.timeline)
         mark("compute", "step start")
-        overflow = False
-        if getattr(self.inner, "_step_supports_amp_scaling", False):
+        fused = getattr(self.inner, "_step_supports_amp_scaling", False)
+        if fused:
             self.inner.found_inf = found_inf.reshape(())  # fused kernels skip the update (and step count) on the device
-            self.inner.step()
+        overflow = not fused and bool(found_inf.item())  # the one host sync of a non-fused step
+        if not overflow:
+            # Chunk by chunk, so that each chunk's all-gather runs beside the next chunk's step.
+            for i in range(len(self._gather.chunks)):
+                with self._stepping(i):
+                    self.inner.step()
+                self._gather.start(i)
+            if not self._gather.overlap:
+                self._gather.wait_all()
+        if fused:
             del self.inner.found_inf
-        else:
-            overflow = bool(found_inf.item())  # the step's one host sync
-            if not overflow:
-                self.inner.step()
         if self.scaler is not None:
             self.scaler.update(found_inf)
         for b in self.buckets:
             b.master.grad = None
-        if not overflow:
-            self._gather.start()
         mark("compute", "step end")
         if self.timeline is not None:
             self.timeline.new_step()
         self._reset()
         return loss
+
+    @contextlib.contextmanager
+    def _stepping(self, chunk: int):
+        """The inner optimizer's param groups hold only this chunk's masters, until exit. Any
+        element-wise optimizer (which ZeRO's flat shards need anyway) steps them as it would all."""
+        full = [group["params"] for group in self.inner.param_groups]
+        for group, params in zip(self.inner.param_groups, self._chunk_params[chunk]):
+            group["params"] = params
+        try:
+            yield
+        finally:
+            for group, params in zip(self.inner.param_groups, full):
+                group["params"] = params
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop this step's gradients: waits for reductions in flight, then resets every bucket."""

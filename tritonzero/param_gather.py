@@ -1,16 +1,19 @@
-"""After the step: all-gather every bucket's updated parameters, optionally behind the next forward.
+"""After each part of the step: all-gather the updated parameters, optionally behind the next forward.
 
-``start`` (end of ``step``) copies each fp32 master shard into the bucket's parameter shard and
-all-gathers the bucket in place, bucket by bucket in forward order, on a gather stream::
+The buckets are split into ``chunks`` (forward order, about equal sizes). The optimizer steps
+one chunk's fp32 masters at a time; ``start(i)`` then copies chunk i's masters into its
+parameter shards and all-gathers its buckets in one coalesced call on the gather stream, while
+the compute stream steps chunk i + 1::
 
-    compute  ..[optimizer step][ev]......[fwd layer 0]..[fwd layer 1]..........
-                                 \\ wait      ^ wait b7       ^ wait b6
-    gather   .....................[copy b7][AG b7][copy b6][AG b6]...........
+    compute  [step c0][ev0][step c1][ev1][step c2][ev2]..........[fwd layer 0]..[fwd layer 1]..
+                         \\ wait      \\ wait      \\ wait              ^ wait c0      ^ wait c1
+    gather   ............[copy+AG c0].[copy+AG c1].[copy+AG c2]................................
 
-With ``overlap`` a forward pre-hook on each module that owns parameters makes the compute stream
-wait for its buckets alone, so the gathers of later layers hide behind earlier layers' forward.
-Without it ``start`` waits for them all at once (as a synchronous all-gather would).
-Without CUDA the all-gathers run async on the process group and the waits block the host.
+Only the last chunk's all-gather is left after the step. With ``overlap`` a forward pre-hook on
+each module that owns parameters makes the compute stream wait for its own chunks alone, so the
+gathers still running hide behind earlier layers' forward; without it the optimizer waits for
+all of them at the end of ``step`` (``wait_all``). Without CUDA the all-gathers run async on the
+process group and the waits block the host.
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ import torch
 import torch.distributed as dist
 
 from tritonzero.bucket import Bucket
-from tritonzero.collectives import all_gather
+from tritonzero.collectives import all_gather_coalesced
 from tritonzero.timeline import Timeline, marker
 
-__all__ = ["ParamGather"]
+__all__ = ["ParamGather", "split_chunks"]
 
 
 class ParamGather:
-    """Issues and tracks the parameter all-gathers of one set of buckets."""
+    """Issues and tracks the parameter all-gathers of one set of buckets, one chunk at a time."""
 
     def __init__(
         self,
@@ -37,17 +40,20 @@ class ParamGather:
         group: dist.ProcessGroup | None,
         overlap: bool,
         timeline: Timeline | None,
+        chunks: int = 1,
     ):
-        self.buckets = buckets
         self.group = group
         self.overlap = overlap
         self.timeline = timeline
+        # Buckets are in backward order; forward needs the last one first.
+        self.chunks = split_chunks(list(reversed(buckets)), chunks)
+        self._chunk_of = {id(b): i for i, chunk in enumerate(self.chunks) for b in chunk}
         device = buckets[0].param_buffer.device
         self._cuda = device.type == "cuda"
         self._stream = torch.cuda.Stream(device, priority=-1) if self._cuda else None
-        self._events = {id(b): torch.cuda.Event() for b in buckets} if self._cuda else {}
+        self._events = [torch.cuda.Event() for _ in self.chunks] if self._cuda else []
         self._works: dict[int, dist.Work] = {}
-        self._pending: set[int] = set()
+        self._pending: set[int] = set()  # chunks started and not waited for
         self._hooks = []
         if overlap:
             bucket_of = {id(p): b for b in buckets for p in b.params}
@@ -57,45 +63,63 @@ class ParamGather:
                     hook = module.register_forward_pre_hook(lambda mod, args, owned=tuple(owned.values()): self.wait(owned))
                     self._hooks.append(hook)
 
-    def start(self) -> None:
-        """Issue every bucket's copy-in and all-gather (call on the stream that updated the masters)."""
+    def start(self, i: int) -> None:
+        """Issue chunk ``i``'s copy-in and all-gather (call on the stream that updated its masters)."""
         mark = marker(self.timeline)
-        ordered = list(reversed(self.buckets))  # buckets are in backward order; forward needs the last first
+        chunk = self.chunks[i]
         if self._cuda:
             # HAZARD (read-after-write): the copy-in reads master weights the optimizer step on the
             # compute stream is still writing.
-            self._stream.wait_stream(torch.cuda.current_stream())
+            self._stream.wait_stream(torch.cuda.current_stream(self._stream.device_index))
         with torch.cuda.stream(self._stream) if self._cuda else contextlib.nullcontext():
-            for b in ordered:
-                mark("comm", f"all-gather b{b.index} start")
-                if b.master is not b.param_shard:
-                    b.param_shard.copy_(b.master)
-                if self.group is not None and b.layout.world_size > 1:
-                    work = all_gather(b.param_buffer, b.param_shard, self.group)
-                    if self._cuda:
-                        work.wait()  # the gather stream waits for NCCL's, not the host
-                    else:
-                        self._works[id(b)] = work
+            mark("comm", f"all-gather c{i} start")
+            copies = [b for b in chunk if b.master is not b.param_shard]
+            if copies:
+                torch._foreach_copy_([b.param_shard for b in copies], [b.master for b in copies])
+            gathered = [b for b in chunk if b.layout.world_size > 1]
+            if self.group is not None and gathered:
+                work = all_gather_coalesced([b.param_buffer for b in gathered], [b.param_shard for b in gathered], self.group)
                 if self._cuda:
-                    self._events[id(b)].record(self._stream)
-                mark("comm", f"all-gather b{b.index} end")
-                self._pending.add(id(b))
-        if not self.overlap:
-            self.wait_all()
+                    work.wait()  # the gather stream waits for NCCL's, not the host
+                else:
+                    self._works[i] = work
+            if self._cuda:
+                self._events[i].record(self._stream)
+            mark("comm", f"all-gather c{i} end")
+        self._pending.add(i)
+
+    def start_all(self) -> None:
+        for i in range(len(self.chunks)):
+            self.start(i)
 
     def wait(self, buckets) -> None:
         """The current stream (CUDA) or the host (CPU) waits for these buckets' parameters."""
         for b in buckets:
-            if id(b) not in self._pending:
+            i = self._chunk_of[id(b)]
+            if i not in self._pending:
                 continue
-            self._pending.discard(id(b))
+            self._pending.discard(i)
             if self._cuda:
                 # HAZARD (read-before-write): forward must not read parameters the all-gather is
                 # still writing; and the next step must not rewrite a shard it is still reading.
-                torch.cuda.current_stream(self._stream.device_index).wait_event(self._events[id(b)])
-            elif id(b) in self._works:
-                self._works.pop(id(b)).wait()
+                torch.cuda.current_stream(self._stream.device_index).wait_event(self._events[i])
+            elif i in self._works:
+                self._works.pop(i).wait()
 
     def wait_all(self) -> None:
-        self.wait(self.buckets)
+        self.wait([chunk[0] for chunk in self.chunks])
 
+
+def split_chunks(buckets: list[Bucket], n: int) -> list[list[Bucket]]:
+    """``buckets`` in order, cut into at most ``n`` runs of about equal shard elements."""
+    total = sum(b.layout.shard_numel for b in buckets)
+    chunks, current, filled = [], [], 0
+    for b in buckets:
+        current.append(b)
+        filled += b.layout.shard_numel
+        if len(chunks) < n - 1 and filled * n >= total * (len(chunks) + 1):
+            chunks.append(current)
+            current = []
+    if current:
+        chunks.append(current)
+    return chunks
