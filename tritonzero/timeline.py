@@ -103,7 +103,7 @@ class Timeline:
         colors = {"prep": "tab:orange", "reduce-scatter": "tab:red", "step": "tab:green", "all-gather": "tab:purple"}
         for s in spans:
             y = 1 if s.lane == "compute" else 0
-            kind = s.name.split(" b")[0]
+            kind = next((k for k in colors if s.name.startswith(k)), None)  # "all-gather c0" -> "all-gather"
             if s.end_ms > s.start_ms:
                 ax.broken_barh([(s.start_ms, s.end_ms - s.start_ms)], (y - 0.35, 0.7), color=colors.get(kind, "tab:blue"), alpha=0.8)
             elif s.name.startswith("grads ready"):
