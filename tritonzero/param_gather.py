@@ -89,6 +89,7 @@ class ParamGather:
         self._pending.add(i)
 
     def start_all(self) -> None:
+        """Issue every chunk (after masters change outside ``step``: a checkpoint load)."""
         for i in range(len(self.chunks)):
             self.start(i)
 
