@@ -249,6 +249,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--out", default=None, help="write rows as JSON here (rank 0)")
     parser.add_argument("--trace-dir", default=None, help="write the tz-trace systems' timelines here")
+    parser.add_argument("--step-chunks", default=None, help="tritonzero systems once per value, e.g. 1,2,4 (default: its default)")
     args = parser.parse_args()
     dist.init_process_group("nccl")
     rank = dist.get_rank()
@@ -266,11 +267,14 @@ def main() -> None:
             plan.append(("fsdp2 per block", build_fsdp2))
         else:
             builder = {"tz": build_tz, "ddp": build_ddp, "deepspeed": build_deepspeed,
-                       "tz-trace": lambda m, a, b: build_tz(m, a, b, trace=True),
-                       "tz-fused": lambda m, a, b: build_tz(m, a, b, fused=True),
-                       "tz-overlap": lambda m, a, b: build_tz(m, a, b, fused=True, overlap=True),
-                       "tz-overlap-trace": lambda m, a, b: build_tz(m, a, b, fused=True, overlap=True, trace=True)}[s]
-            plan += [(f"{s} {b:.3g}", lambda m, a, b=b, f=builder: f(m, a, b)) for b in buckets]
+                       "tz-trace": lambda m, a, b, **o: build_tz(m, a, b, trace=True, **o),
+                       "tz-fused": lambda m, a, b, **o: build_tz(m, a, b, fused=True, **o),
+                       "tz-overlap": lambda m, a, b, **o: build_tz(m, a, b, fused=True, overlap=True, **o),
+                       "tz-overlap-trace": lambda m, a, b, **o: build_tz(m, a, b, fused=True, overlap=True, trace=True, **o)}[s]
+            variants = [("", {})]
+            if s.startswith("tz") and args.step_chunks:
+                variants = [(f" K={k}", {"step_chunks": int(k)}) for k in args.step_chunks.split(",")]
+            plan += [(f"{s} {b:.3g}{label}", lambda m, a, b=b, f=builder, o=o: f(m, a, b, **o)) for b in buckets for label, o in variants]
     if rank == 0:
         print(f"\n{nparams / 1e6:.0f}M params, torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
               f"{torch.cuda.get_device_name()}, transport {'socket' if os.environ.get('NCCL_P2P_DISABLE') == '1' else 'default'}")
