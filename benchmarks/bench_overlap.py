@@ -241,6 +241,30 @@ def print_row(r: dict, floor: dict | None) -> None:
           + ("" if r.get("finite", True) else "  NON-FINITE PARAMETERS"), flush=True)
 
 
+def plan_systems(systems: str, buckets: list[float], step_chunks: str | None = None) -> list[tuple[str, object]]:
+    """(row name, builder) per system and bucket size; ``step_chunks`` ("1,2,4") repeats each
+    tritonzero system once per value. The builder of "collectives" is None."""
+    plan = []
+    for s in systems.split(","):
+        if s == "floor":
+            plan.append(("floor (1 GPU, no sync)", build_floor))
+        elif s == "collectives":
+            plan.append(("collectives", None))
+        elif s == "fsdp2":
+            plan.append(("fsdp2 per block", build_fsdp2))
+        else:
+            builder = {"tz": build_tz, "ddp": build_ddp, "deepspeed": build_deepspeed,
+                       "tz-trace": lambda m, a, b, **o: build_tz(m, a, b, trace=True, **o),
+                       "tz-fused": lambda m, a, b, **o: build_tz(m, a, b, fused=True, **o),
+                       "tz-overlap": lambda m, a, b, **o: build_tz(m, a, b, fused=True, overlap=True, **o),
+                       "tz-overlap-trace": lambda m, a, b, **o: build_tz(m, a, b, fused=True, overlap=True, trace=True, **o)}[s]
+            variants = [("", {})]
+            if s.startswith("tz") and step_chunks:
+                variants = [(f" K={k}", {"step_chunks": int(k)}) for k in step_chunks.split(",")]
+            plan += [(f"{s} {b:.3g}{label}", lambda m, a, b=b, f=builder, o=o: f(m, a, b, **o)) for b in buckets for label, o in variants]
+    return plan
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--systems", default="floor,collectives,tz,ddp,fsdp2")
@@ -256,25 +280,7 @@ def main() -> None:
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     nparams = sum(p.numel() for p in fresh_model().parameters())
     x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
-    buckets = [float(b) for b in args.buckets.split(",")]
-    plan = []
-    for s in args.systems.split(","):
-        if s == "floor":
-            plan.append(("floor (1 GPU, no sync)", build_floor))
-        elif s == "collectives":
-            plan.append(("collectives", None))
-        elif s == "fsdp2":
-            plan.append(("fsdp2 per block", build_fsdp2))
-        else:
-            builder = {"tz": build_tz, "ddp": build_ddp, "deepspeed": build_deepspeed,
-                       "tz-trace": lambda m, a, b, **o: build_tz(m, a, b, trace=True, **o),
-                       "tz-fused": lambda m, a, b, **o: build_tz(m, a, b, fused=True, **o),
-                       "tz-overlap": lambda m, a, b, **o: build_tz(m, a, b, fused=True, overlap=True, **o),
-                       "tz-overlap-trace": lambda m, a, b, **o: build_tz(m, a, b, fused=True, overlap=True, trace=True, **o)}[s]
-            variants = [("", {})]
-            if s.startswith("tz") and args.step_chunks:
-                variants = [(f" K={k}", {"step_chunks": int(k)}) for k in args.step_chunks.split(",")]
-            plan += [(f"{s} {b:.3g}{label}", lambda m, a, b=b, f=builder, o=o: f(m, a, b, **o)) for b in buckets for label, o in variants]
+    plan = plan_systems(args.systems, [float(b) for b in args.buckets.split(",")], args.step_chunks)
     if rank == 0:
         print(f"\n{nparams / 1e6:.0f}M params, torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
               f"{torch.cuda.get_device_name()}, transport {'socket' if os.environ.get('NCCL_P2P_DISABLE') == '1' else 'default'}")

@@ -47,3 +47,21 @@ def test_floor_baseline_trains_on_finite_weights():
     assert _nonfinite_fraction(model) == 0.0
     # Real steps: every matmul weight moved (LayerNorm's ones move by less than an fp16 ulp).
     assert all(not torch.equal(b, w.detach()) for b, w in zip(before, weights))
+
+
+def test_step_chunks_option_reaches_every_tritonzero_system(monkeypatch):
+    calls = []
+    monkeypatch.setattr(bench_overlap, "build_tz", lambda model, args, bucket, **kw: calls.append((bucket, kw)))
+    plan = bench_overlap.plan_systems("floor,tz-fused,tz-overlap,ddp", [1e6, 1e8], "1,3")
+    names = [name for name, _ in plan]
+    assert names[:5] == ["floor (1 GPU, no sync)", "tz-fused 1e+06 K=1", "tz-fused 1e+06 K=3", "tz-fused 1e+08 K=1",
+                         "tz-fused 1e+08 K=3"]
+    assert names[-2:] == ["ddp 1e+06", "ddp 1e+08"]  # not a tritonzero system: once per bucket size
+    for name, builder in plan[1:9]:
+        builder(None, None)
+    assert calls[:2] == [(1e6, {"fused": True, "step_chunks": 1}), (1e6, {"fused": True, "step_chunks": 3})]
+    assert calls[4:6] == [(1e6, {"fused": True, "overlap": True, "step_chunks": 1}),
+                          (1e6, {"fused": True, "overlap": True, "step_chunks": 3})]
+    # Without the option, the library's default.
+    bench_overlap.plan_systems("tz", [25e6])[0][1](None, None)
+    assert calls[-1] == (25e6, {})
