@@ -34,7 +34,7 @@ class MasterGrads:
         by_dtype: dict[torch.dtype, list[Bucket]] = {}
         for b in buckets:
             by_dtype.setdefault(b.reduce_dtype, []).append(b)
-        self.fp32 = by_dtype.pop(torch.float32, [])
+        self._fp32 = by_dtype.pop(torch.float32, [])
         self._one = torch.ones((), device=device)
         self._passes: list[tuple[list[Bucket], list[int], BucketPrepPlan]] = []
         self._sources: dict[torch.dtype, SourceTable] = {}
@@ -61,9 +61,9 @@ class MasterGrads:
             for b, off, n in zip(group, offsets, plan.numels):
                 b.master.grad = flat[off : off + n]
         found_inf = flag.float()
-        if self.fp32:
-            for b in self.fp32:
+        if self._fp32:
+            for b in self._fp32:
                 b.master.grad = b.grad_shard
             # fp32 sums never keep the scale (keeps_scale is fp16 only): a check, and a multiply by one.
-            torch._amp_foreach_non_finite_check_and_unscale_([b.master.grad for b in self.fp32], found_inf, self._one)
+            torch._amp_foreach_non_finite_check_and_unscale_([b.master.grad for b in self._fp32], found_inf, self._one)
         return found_inf
