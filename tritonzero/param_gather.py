@@ -96,20 +96,22 @@ class ParamGather:
     def wait(self, buckets) -> None:
         """The current stream (CUDA) or the host (CPU) waits for these buckets' parameters."""
         for b in buckets:
-            i = self._chunk_of[id(b)]
-            if i not in self._pending:
-                continue
-            self._pending.discard(i)
-            if self._cuda:
-                # HAZARD (read-before-write): forward must not read parameters the all-gather is
-                # still writing; and the next step must not rewrite a shard it is still reading.
-                torch.cuda.current_stream(self._stream.device_index).wait_event(self._events[i])
-            elif i in self._works:
-                self._works.pop(i).wait()
+            self._wait_chunk(self._chunk_of[id(b)])
 
     def wait_all(self) -> None:
-        self.wait([chunk[0] for chunk in self.chunks])
+        for i in range(len(self.chunks)):
+            self._wait_chunk(i)
 
+    def _wait_chunk(self, i: int) -> None:
+        if i not in self._pending:
+            return
+        self._pending.discard(i)
+        if self._cuda:
+            # HAZARD (read-before-write): forward must not read parameters the all-gather is
+            # still writing; and the next step must not rewrite a shard it is still reading.
+            torch.cuda.current_stream(self._stream.device_index).wait_event(self._events[i])
+        elif i in self._works:
+            self._works.pop(i).wait()
 
 def split_chunks(buckets: list[Bucket], n: int) -> list[list[Bucket]]:
     """``buckets`` in order, cut into at most ``n`` runs of about equal shard elements."""
