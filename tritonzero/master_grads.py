@@ -22,7 +22,7 @@ from typing import Callable
 import torch
 
 from tritonzero.bucket import Bucket
-from tritonzero.kernels import BucketPrepPlan, SourceTable, default_block, prep_bucket
+from tritonzero.kernels import BucketPrepPlan, SourceTable, prep_bucket
 
 __all__ = ["MasterGrads"]
 
@@ -41,12 +41,7 @@ class MasterGrads:
         for group in by_dtype.values():
             numels = [b.layout.shard_numel for b in group]  # multiples of SHARD_ALIGN: aligned offsets
             offsets = [0, *itertools.accumulate(numels)][:-1]
-            # Large programs: this pass spans every shard, so the launch tables stay small
-            # (403M parameters on 2 ranks: 49K programs). For 16-bit -> fp32, 4096 was the best
-            # block at 32M and 100M in the first kernel sweep (results/prep.log); later sweeps
-            # picked 1024 or 2048 at about the same speed.
-            block = max(default_block(device), 4096)
-            self._passes.append((group, offsets, BucketPrepPlan.build(numels, offsets, sum(numels), device, block)))
+            self._passes.append((group, offsets, BucketPrepPlan.build(numels, offsets, sum(numels), device)))
 
     def build(
         self, flag: torch.Tensor, scale: torch.Tensor | None, keeps_scale: Callable[[Bucket], bool]
