@@ -1,8 +1,11 @@
-"""Frozen parameters, parameters switched off mid-training, the reduced shards' lifetime, and a
-rank failing mid-backward."""
+"""Frozen parameters, parameters switched off mid-training, the reduced shards' lifetime, a
+rank failing mid-backward, and a dropped optimizer's memory."""
 
 from __future__ import annotations
 
+import gc
+import threading
+import weakref
 from datetime import timedelta
 
 import pytest
@@ -94,6 +97,27 @@ class _Boom(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         raise ValueError("boom: a user error in backward")
+
+
+def _dropped_optimizer() -> dict:
+    model = _mlp()
+    opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=40)
+    _step(model, opt, 0)
+    refs = [weakref.ref(opt), weakref.ref(opt.buckets[0].param_buffer)]
+    threads = lambda: [t for t in threading.enumerate() if t.name == "tritonzero-comm"]  # noqa: E731
+    before = len(threads())
+    del model, opt
+    gc.collect()  # the model's hooks and the optimizer form reference cycles
+    for t in threads():
+        t.join(timeout=10)
+    return {"freed": [r() is None for r in refs], "threads": [before, len(threads())]}
+
+
+def test_dropped_optimizer_frees_its_buffers_and_thread():
+    """The comm thread must not keep the last bucket it issued (hence every parameter) alive."""
+    for res in run_ranks(2, _dropped_optimizer):
+        assert res["freed"] == [True, True], res
+        assert res["threads"] == [1, 0], res
 
 
 def _one_rank_raises_mid_backward() -> dict:
