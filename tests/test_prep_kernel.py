@@ -90,6 +90,16 @@ def test_source_table_reused_while_addresses_stay(device):
     assert second is not first and second.key[1] == moved[1].data_ptr()
 
 
+def test_plan_rejects_what_the_kernel_cannot_index():
+    cpu = torch.device("cpu")
+    with pytest.raises(ValueError, match="multiples"):
+        BucketPrepPlan.build([5, 5], [0, 8], 32, cpu)
+    with pytest.raises(ValueError, match="shorter"):
+        BucketPrepPlan.build([5, 40], [0, 16], 48, cpu)
+    with pytest.raises(ValueError, match="int32"):  # chunk starts are int32 in the kernel
+        BucketPrepPlan.build([1 << 31], [0], 1 << 31, cpu)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_device_divisor(device):
     """The loss scale can stay on the device: factor / divisor, read inside the kernel."""
