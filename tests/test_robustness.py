@@ -99,24 +99,33 @@ class _Boom(torch.autograd.Function):
         raise ValueError("boom: a user error in backward")
 
 
-def _dropped_optimizer() -> dict:
+def _dropped_optimizer(keep_model: bool) -> dict:
     model = _mlp()
-    opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=40)
+    opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=40, overlap_param_gather=True)
     _step(model, opt, 0)
-    refs = [weakref.ref(opt), weakref.ref(opt.buckets[0].param_buffer)]
+    model(torch.randn(2, 9))  # the forward hooks wait for the all-gathers
+    refs = [weakref.ref(opt), weakref.ref(opt.buckets[0].master)]
+    if not keep_model:  # with the model kept, its parameters (views of the buffers) stay
+        refs.append(weakref.ref(opt.buckets[0].param_buffer))
     threads = lambda: [t for t in threading.enumerate() if t.name == "tritonzero-comm"]  # noqa: E731
     before = len(threads())
-    del model, opt
+    del opt
+    if not keep_model:
+        del model
     gc.collect()  # the model's hooks and the optimizer form reference cycles
     for t in threads():
         t.join(timeout=10)
+    if keep_model:
+        model(torch.randn(2, 9)).square().mean().backward()  # the model runs on without the optimizer
     return {"freed": [r() is None for r in refs], "threads": [before, len(threads())]}
 
 
-def test_dropped_optimizer_frees_its_buffers_and_thread():
-    """The comm thread must not keep the last bucket it issued (hence every parameter) alive."""
-    for res in run_ranks(2, _dropped_optimizer):
-        assert res["freed"] == [True, True], res
+@pytest.mark.parametrize("keep_model", [False, True], ids=["model-dropped", "model-kept"])
+def test_dropped_optimizer_frees_its_buffers_and_thread(keep_model):
+    """Neither the comm thread (the last bucket it issued) nor the model's hooks may keep a
+    dropped optimizer's buckets, fp32 masters included, alive."""
+    for res in run_ranks(2, _dropped_optimizer, keep_model):
+        assert all(res["freed"]), res
         assert res["threads"] == [1, 0], res
 
 
