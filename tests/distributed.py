@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import tempfile
@@ -14,6 +15,7 @@ import torch.multiprocessing as mp
 
 
 def _entry(rank: int, world_size: int, backend: str, tmp: str, fn, args) -> None:
+    faulthandler.enable(all_threads=True)  # a crashing rank prints every thread's Python stack
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
