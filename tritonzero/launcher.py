@@ -36,8 +36,8 @@ class CommLauncher:
     The thread never ends, so between callables it holds none: a callable's closure holds the
     buckets (every parameter's storage), and an optimizer dropped by its user must not stay
     reachable from it. (Ending the thread once the launcher is collected was tried: the CPU
-    equivalence tests then crashed in a native thread, SIGSEGV, in 2 of 13 runs, against 0 of 9
-    with the thread left idle. Not understood.)
+    equivalence tests then crashed in a native thread, SIGSEGV, in 2 of 13 runs, against 0 of 19
+    with the thread left idle, before and after this fix. Not understood.)
     """
 
     def __init__(self, device: torch.device, comm_stream: torch.cuda.Stream | None):
