@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import weakref
 
 import torch
 import torch.distributed as dist
@@ -49,17 +48,7 @@ class GradSync:
         self._slot_of = {id(p): (b, i) for b in buckets for i, p in enumerate(b.params)}
         self._in_flight: collections.deque[Bucket] = collections.deque()  # launched, maybe unfinished
         self._callback_queued = False
-        # Weak: the garbage collector does not see a tensor's hooks, so a parameter whose hook held
-        # this object (which holds the parameter) would keep both, and every bucket, forever.
-        on_grad = weakref.WeakMethod(self._on_grad)
-
-        def hook(param: torch.Tensor) -> None:
-            method = on_grad()
-            if method is not None:
-                method(param)
-
-        hooks = [p.register_post_accumulate_grad_hook(hook) for b in buckets for p in b.params]
-        weakref.finalize(self, lambda: [h.remove() for h in hooks])
+        self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad) for b in buckets for p in b.params]
 
     def keeps_scale(self, bucket: Bucket) -> bool:
         """fp16 sums keep the loss scale (unscaled fp16 gradients near 1e-7 would underflow) and

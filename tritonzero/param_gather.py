@@ -19,7 +19,6 @@ process group and the waits block the host.
 from __future__ import annotations
 
 import contextlib
-import weakref
 
 import torch
 import torch.distributed as dist
@@ -48,32 +47,21 @@ class ParamGather:
         self.timeline = timeline
         # Buckets are in backward order; forward needs the last one first.
         self.chunks = split_chunks(list(reversed(buckets)), chunks)
+        self._chunk_of = {id(b): i for i, chunk in enumerate(self.chunks) for b in chunk}
         device = buckets[0].param_buffer.device
         self._cuda = device.type == "cuda"
         self._stream = torch.cuda.Stream(device, priority=-1) if self._cuda else None
         self._events = [torch.cuda.Event() for _ in self.chunks] if self._cuda else []
         self._works: dict[int, dist.Work] = {}
         self._pending: set[int] = set()  # chunks started and not waited for
+        self._hooks = []
         if overlap:
-            # Weak: a model kept after its optimizer is dropped must not keep the buckets (and
-            # their fp32 masters) alive through its hooks.
-            wait = weakref.WeakMethod(self.wait)
-
-            def waiter(chunks: tuple[int, ...]):
-                def hook(module, args) -> None:
-                    method = wait()
-                    if method is not None:
-                        method(chunks)
-
-                return hook
-
-            chunk_of = {id(p): i for i, chunk in enumerate(self.chunks) for b in chunk for p in b.params}
-            hooks = []
+            bucket_of = {id(p): b for b in buckets for p in b.params}
             for module in model.modules():
-                owned = {chunk_of[id(p)] for p in module._parameters.values() if p is not None and id(p) in chunk_of}
+                owned = {id(bucket_of[id(p)]): bucket_of[id(p)] for p in module._parameters.values() if p is not None and id(p) in bucket_of}
                 if owned:
-                    hooks.append(module.register_forward_pre_hook(waiter(tuple(sorted(owned)))))
-            weakref.finalize(self, lambda: [h.remove() for h in hooks])
+                    hook = module.register_forward_pre_hook(lambda mod, args, owned=tuple(owned.values()): self.wait(owned))
+                    self._hooks.append(hook)
 
     def start(self, i: int) -> None:
         """Issue chunk ``i``'s copy-in and all-gather (call on the stream that updated its masters)."""
@@ -105,10 +93,10 @@ class ParamGather:
         for i in range(len(self.chunks)):
             self.start(i)
 
-    def wait(self, chunks: tuple[int, ...]) -> None:
-        """The current stream (CUDA) or the host (CPU) waits for these chunks' parameters."""
-        for i in chunks:
-            self._wait_chunk(i)
+    def wait(self, buckets) -> None:
+        """The current stream (CUDA) or the host (CPU) waits for these buckets' parameters."""
+        for b in buckets:
+            self._wait_chunk(self._chunk_of[id(b)])
 
     def wait_all(self) -> None:
         for i in range(len(self.chunks)):
