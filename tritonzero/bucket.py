@@ -130,7 +130,7 @@ class Bucket:
         # compute stream, went back to this pool at ``reset``; any reuse comes after this wait
         # on an event recorded on the compute stream after that step.
         self.grad_shard = torch.empty(self.layout.shard_numel, dtype=self.reduce_dtype, device=self.param_buffer.device)
-        bucket = self.grad_shard if solo else torch.empty_like(self.param_buffer, dtype=self.reduce_dtype)
+        bucket = self.grad_shard if solo else self._send_buffer()
         self._sources = self.plan.source_table(self.grads, previous=self._sources)
         prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype, divisor)
         mark("comm", f"prep b{self.index} end")
@@ -154,6 +154,17 @@ class Bucket:
         if self._cuda:
             self.done.record(stream)
         self.issued.set()
+
+    def _send_buffer(self) -> torch.Tensor:
+        """The reduce-scatter's input: a new bucket, or the gradient itself when the bucket holds
+        one parameter whose gradient fills it exactly (reduce dtype, no padding). Prep then scales
+        that gradient in place (each element is read before it is written, by the same thread),
+        which saves a bucket-sized allocation while backward's activations are alive: with a
+        1e6 bucket size a large weight's bucket is 32 MiB, allocated at backward's peak."""
+        grad = self.grads[0] if len(self.grads) == 1 else None
+        if grad is not None and grad.dtype == self.reduce_dtype and grad.numel() == self.layout.padded_numel:
+            return grad.view(-1)
+        return torch.empty_like(self.param_buffer, dtype=self.reduce_dtype)
 
     def _current_stream(self) -> torch.cuda.Stream:
         # With the device index given, torch skips re-deriving the current device (environment
