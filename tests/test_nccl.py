@@ -1,4 +1,4 @@
-"""The equivalence cases on 2 GPUs with NCCL (skipped with fewer than 2 GPUs)."""
+"""The equivalence and in-place send-buffer cases on 2 GPUs with NCCL (skipped with fewer than 2 GPUs)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import torch
 
 from distributed import run_ranks
 from test_equivalence import CASES, all_cases, tolerance
+from test_send_buffer import DTYPES, REDUCE, check, every_case
 
 pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
 
@@ -17,3 +18,10 @@ def test_nccl_two_gpus_match_reference():
         for name, r in res.items():
             print(f"rank {rank} {name}: rel_err {r['rel_err']:.2e} (tol {tolerance(CASES[name]):.0e})")
             assert r["rel_err"] < tolerance(CASES[name]), (rank, name, r)
+
+
+def test_nccl_exact_fit_reduces_in_place():
+    per_rank = run_ranks(2, every_case, "cuda", backend="nccl")
+    for dtype_name in DTYPES:
+        for reduce_id in REDUCE:
+            check(2, per_rank, dtype_name, reduce_id)

@@ -16,8 +16,6 @@ from conftest import cpu_only
 from distributed import run_ranks
 from tritonzero import ZeroOptimizer
 
-pytestmark = cpu_only
-
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TOLERANCE = {"fp32": 1e-6, "bf16": 1e-2, "fp16": 2e-3}  # relative; the looser of parameter and reduce dtype applies
 
@@ -33,10 +31,10 @@ def _inputs(rank: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.randn(7, 37, generator=torch.Generator().manual_seed(100 + rank)).to(dtype)
 
 
-def _reduce(dtype_name: str, reduce_name: str | None) -> dict:
+def _reduce(dtype_name: str, reduce_name: str | None, device: str) -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
     dtype = DTYPES[dtype_name]
-    model = _model(dtype)
+    model = _model(dtype).to(device)
     ref = _model(dtype).double()
     # fp64 reference: the mean over ranks of each rank's gradient, every rank's input recomputed here.
     for r in range(world):
@@ -51,7 +49,7 @@ def _reduce(dtype_name: str, reduce_name: str | None) -> dict:
         p.register_post_accumulate_grad_hook(capture)
     opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=100, loss_scale=1.0,
                         reduce_dtype=DTYPES[reduce_name] if reduce_name else None)
-    opt.backward(model(_inputs(rank, dtype)).square().mean())
+    opt.backward(model(_inputs(rank, dtype).to(device)).square().mean())
     opt.finish_grad_sync()
 
     ref_grads = dict(zip(model.parameters(), (q.grad.reshape(-1) for q in ref.parameters())))
@@ -61,7 +59,7 @@ def _reduce(dtype_name: str, reduce_name: str | None) -> dict:
         for p, off, n in zip(b.params, b.layout.offsets, b.layout.numels):
             full[off : off + n] = ref_grads[p]
         want = full[slice(*b.layout.shard_range(rank))]
-        err = ((b.grad_shard.double() - want).norm() / full.norm()).item()  # a shard may be all padding
+        err = ((b.grad_shard.cpu().double() - want).norm() / full.norm()).item()  # a shard may be all padding
         scaled = [torch.equal(seen[p][0], (seen[p][1].float() / world).to(dtype)) for p in b.params]
         untouched = [torch.equal(seen[p][0], seen[p][1]) for p in b.params]
         out.append({"params": len(b.params), "padded": b.layout.padded_numel, "numel": sum(b.layout.numels),
@@ -72,23 +70,21 @@ def _reduce(dtype_name: str, reduce_name: str | None) -> dict:
 REDUCE = {"same-dtype": None, "reduce-fp32": "fp32"}
 
 
-def _every_case() -> dict:
-    return {f"{d}-{r}": _reduce(d, reduce_name) for d in DTYPES for r, reduce_name in REDUCE.items()}
+def every_case(device: str = "cpu") -> dict:
+    return {f"{d}-{r}": _reduce(d, reduce_name, device) for d in DTYPES for r, reduce_name in REDUCE.items()}
 
 
 @functools.cache
 def _results(world_size: int) -> list[dict]:
     """Every case on ``world_size`` gloo ranks in one launch (process start-up dominates on CPU)."""
-    return run_ranks(world_size, _every_case)
+    return run_ranks(world_size, every_case)
 
 
-@pytest.mark.parametrize("reduce_id", list(REDUCE))
-@pytest.mark.parametrize("dtype_name", list(DTYPES))
-@pytest.mark.parametrize("world_size", [2, 3])
-def test_exact_fit_reduces_in_place(world_size, dtype_name, reduce_id):
+def check(world_size: int, per_rank: list[dict], dtype_name: str, reduce_id: str) -> None:
+    """Every shard matches the reference; exactly the fitting gradients were scaled in place."""
     reduce_name = REDUCE[reduce_id]
     in_place_seen = False
-    for rank_results in _results(world_size):
+    for rank_results in per_rank:
         res = rank_results[f"{dtype_name}-{reduce_id}"]
         assert len(res) == 3, res
         for b in res:
@@ -98,3 +94,11 @@ def test_exact_fit_reduces_in_place(world_size, dtype_name, reduce_id):
             assert all(b["scaled"] if exact else b["untouched"]), b
     # 2 ranks, reduce dtype = parameter dtype: the two single-gradient buckets fit exactly (3 ranks pad both).
     assert in_place_seen == (world_size == 2 and reduce_name in (None, dtype_name))
+
+
+@cpu_only
+@pytest.mark.parametrize("reduce_id", list(REDUCE))
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_exact_fit_reduces_in_place(world_size, dtype_name, reduce_id):
+    check(world_size, _results(world_size), dtype_name, reduce_id)
