@@ -20,27 +20,33 @@ def test_layout_invariants(world_size, bucket_size):
     params = _params(sizes)
     layouts = plan_buckets(params, [0] * len(params), bucket_size, world_size)
     seen = [i for lay in layouts for i in lay.param_indices]
-    assert seen == list(reversed(range(len(sizes))))  # expected backward order, each param once
+    assert sorted(seen) == list(range(len(sizes)))  # each parameter once
+    # Expected backward order (reverse registration) inside a bucket, and buckets in the order
+    # their last gradient arrives: their launch order.
+    assert all(list(lay.param_indices) == sorted(lay.param_indices, reverse=True) for lay in layouts)
+    last = [lay.param_indices[-1] for lay in layouts]
+    assert last == sorted(last, reverse=True)
     for lay in layouts:
         assert lay.padded_numel % (world_size * SHARD_ALIGN) == 0
         assert lay.shard_numel * world_size == lay.padded_numel
         ends = [o + n for o, n in zip(lay.offsets, lay.numels)]
         assert all(o % REGION_ALIGN == 0 for o in lay.offsets)
         assert all(e <= o for e, o in zip(ends, lay.offsets[1:])) and ends[-1] <= lay.padded_numel
-        if max(lay.numels) <= bucket_size:  # only a bucket closed by an oversized parameter may exceed it
+        if len(lay.numels) > 1:  # only a parameter larger than a bucket may exceed it, alone
             assert sum(lay.numels) <= bucket_size + REGION_ALIGN * len(lay.numels)
-        else:  # ... and that parameter comes last
-            assert lay.numels[-1] > bucket_size and max(lay.numels[:-1], default=0) <= bucket_size
+            assert max(lay.numels) <= bucket_size
 
 
-def test_oversized_parameter_takes_the_small_ones_before_it():
-    # Backward order: 3, 2 (large), 1, 0 (large): the small gradients ride with the next large one.
-    params = _params([5000, 7, 4097, 3])
+def test_oversized_parameter_gets_its_own_bucket():
+    # Backward order: 3, 2 (large), 1, 0 (large): the small gradients keep filling the open bucket.
+    params = _params([5000, 7, 4096, 3])
     layouts = plan_buckets(params, [0] * 4, 100, world_size=2)
-    assert [lay.param_indices for lay in layouts] == [(3, 2), (1, 0)]
-    # Only the bucket being filled joins: a full one closes first, and large ones never share.
+    assert [lay.param_indices for lay in layouts] == [(2,), (3, 1), (0,)]  # launch order
+    # 4096 elements on 2 ranks fit their bucket exactly (no padding); 5000 does not.
+    assert [lay.padded_numel == sum(lay.numels) for lay in layouts] == [True, False, False]
+    # A full bucket closes before the next small parameter that does not fit.
     layouts = plan_buckets(_params([5000, 60, 60, 300, 200]), [0] * 5, 100, world_size=2)
-    assert [lay.param_indices for lay in layouts] == [(4,), (3,), (2,), (1, 0)]
+    assert [lay.param_indices for lay in layouts] == [(4,), (3,), (2,), (1,), (0,)]
 
 
 def test_dtypes_and_groups_get_separate_buckets():

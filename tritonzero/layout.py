@@ -52,9 +52,11 @@ def plan_buckets(
     params: list[torch.nn.Parameter], groups: list[int], bucket_size: int, world_size: int
 ) -> list[BucketLayout]:
     """Pack ``params`` (registration order; ``groups[i]`` is param i's optimizer group) into buckets
-    of at most ``bucket_size`` elements, except that a parameter larger than ``bucket_size`` joins
-    the bucket being filled and closes it: the small parameters reduced just before a large
-    one (biases, norms) ride along with it instead of costing a collective of their own.
+    of at most ``bucket_size`` elements, except that a parameter larger than ``bucket_size`` gets a
+    bucket of its own, while the small parameters around it (biases, norms) keep filling the open
+    bucket instead of costing a collective each. Alone, a large gradient usually fills its bucket
+    exactly (its size a multiple of ``world_size * SHARD_ALIGN``), and then reduces in place with
+    no bucket-sized buffer (``Bucket._send_buffer``).
     Buckets are returned in expected launch order within each (dtype, group) stream.
     """
     if bucket_size < 1:
@@ -65,17 +67,24 @@ def plan_buckets(
 
     layouts = []
     for (dtype, group), indices in streams.items():
+        stream: list[BucketLayout] = []
         current: list[int] = []
         filled = 0
         for i in indices:
             n = params[i].numel()
-            if current and (filled >= bucket_size or (filled + n > bucket_size and n <= bucket_size)):
-                layouts.append(_layout(params, current, dtype, group, world_size))
+            if n > bucket_size:
+                stream.append(_layout(params, [i], dtype, group, world_size))
+                continue
+            if current and filled + n > bucket_size:
+                stream.append(_layout(params, current, dtype, group, world_size))
                 current, filled = [], 0
             current.append(i)
             filled += _round_up(n, REGION_ALIGN)
         if current:
-            layouts.append(_layout(params, current, dtype, group, world_size))
+            stream.append(_layout(params, current, dtype, group, world_size))
+        # Launch order: a bucket launches when its last gradient arrives (a bucket of small
+        # parameters closed by a later one may have completed before a large one in between).
+        layouts += sorted(stream, key=lambda lay: -lay.param_indices[-1])
     return layouts
 
 
