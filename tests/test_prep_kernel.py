@@ -59,6 +59,25 @@ def test_prep_matches_reference(device, block, src_dtype, out_dtype):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("regions", [1, 3, 128, 129, 300])
+def test_region_counts(device, regions):
+    """One region needs no program table; up to 128 regions index it in int8, more in int16."""
+    rng = random.Random()
+    sizes = [rng.randrange(1, 200) for _ in range(regions)]
+    grads = [torch.randn(n, device=device, dtype=torch.float16) for n in sizes]
+    offsets, numel = _layout(sizes, world_size=2)
+    plan = BucketPrepPlan.build(sizes, offsets, numel, torch.device(device), block=64)
+    want = None if regions == 1 else torch.int8 if regions <= 128 else torch.int16
+    assert (plan.chunks.dtype if plan.chunks is not None else None) == want
+    bucket = torch.full((numel,), float("nan"), device=device, dtype=torch.float32)  # poison
+    flag = torch.zeros(1, dtype=torch.int32, device=device)
+    factor = rng.uniform(0.1, 2.0)
+    prep_bucket(plan, plan.source_table(grads), bucket, flag, factor, torch.float16)
+    ref = _reference(grads, offsets, numel, factor)
+    torch.testing.assert_close(bucket.cpu().double(), ref.float().double(), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan"), "overflow"])
 def test_flag_raised_exactly_on_non_finite(device, bad):
     sizes = [1023, 4097, 7]
