@@ -1,8 +1,10 @@
-"""Frozen parameters, parameters switched off mid-training, the reduced shards' lifetime, and a
-rank failing mid-backward."""
+"""Frozen parameters, parameters switched off mid-training, the reduced shards' lifetime, a
+rank failing mid-backward, and a dropped optimizer's memory."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from datetime import timedelta
 
 import pytest
@@ -94,6 +96,31 @@ class _Boom(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         raise ValueError("boom: a user error in backward")
+
+
+def _dropped_optimizer(keep_model: bool) -> dict:
+    model = _mlp()
+    opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=40, overlap_param_gather=True)
+    _step(model, opt, 0)
+    model(torch.randn(2, 9))  # the forward hooks wait for the all-gathers
+    refs = [weakref.ref(opt), weakref.ref(opt.buckets[0].master)]
+    if not keep_model:  # with the model kept, its parameters (views of the buffers) stay
+        refs.append(weakref.ref(opt.buckets[0].param_buffer))
+    del opt
+    if not keep_model:
+        del model
+    gc.collect()  # the model's hooks and the optimizer form reference cycles
+    if keep_model:
+        model(torch.randn(2, 9)).square().mean().backward()  # the model runs on without the optimizer
+    return {"freed": [r() is None for r in refs]}
+
+
+@pytest.mark.parametrize("keep_model", [False, True], ids=["model-dropped", "model-kept"])
+def test_dropped_optimizer_frees_its_buffers(keep_model):
+    """Neither the comm thread (the last bucket it issued) nor the model's hooks may keep a
+    dropped optimizer's buckets, fp32 masters included, alive."""
+    for res in run_ranks(2, _dropped_optimizer, keep_model):
+        assert all(res["freed"]), res
 
 
 def _one_rank_raises_mid_backward() -> dict:

@@ -18,6 +18,7 @@ from tritonzero.bucket import Bucket
 from tritonzero.launcher import CommLauncher
 from tritonzero.loss_scale import LossScaler
 from tritonzero.timeline import Timeline
+from tritonzero.weak_hooks import remove_with, weak_call
 
 __all__ = ["GradSync"]
 
@@ -48,7 +49,7 @@ class GradSync:
         self._slot_of = {id(p): (b, i) for b in buckets for i, p in enumerate(b.params)}
         self._in_flight: collections.deque[Bucket] = collections.deque()  # launched, maybe unfinished
         self._callback_queued = False
-        self._hooks = [p.register_post_accumulate_grad_hook(self._on_grad) for b in buckets for p in b.params]
+        remove_with(self, [p.register_post_accumulate_grad_hook(weak_call(self._on_grad)) for b in buckets for p in b.params])
 
     def keeps_scale(self, bucket: Bucket) -> bool:
         """fp16 sums keep the loss scale (unscaled fp16 gradients near 1e-7 would underflow) and

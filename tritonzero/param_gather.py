@@ -26,6 +26,7 @@ import torch.distributed as dist
 from tritonzero.bucket import Bucket
 from tritonzero.collectives import all_gather_coalesced
 from tritonzero.timeline import Timeline, marker
+from tritonzero.weak_hooks import remove_with, weak_call
 
 __all__ = ["ParamGather", "split_chunks"]
 
@@ -47,21 +48,22 @@ class ParamGather:
         self.timeline = timeline
         # Buckets are in backward order; forward needs the last one first.
         self.chunks = split_chunks(list(reversed(buckets)), chunks)
-        self._chunk_of = {id(b): i for i, chunk in enumerate(self.chunks) for b in chunk}
         device = buckets[0].param_buffer.device
         self._cuda = device.type == "cuda"
         self._stream = torch.cuda.Stream(device, priority=-1) if self._cuda else None
         self._events = [torch.cuda.Event() for _ in self.chunks] if self._cuda else []
         self._works: dict[int, dist.Work] = {}
         self._pending: set[int] = set()  # chunks started and not waited for
-        self._hooks = []
         if overlap:
-            bucket_of = {id(p): b for b in buckets for p in b.params}
+            # Weak (weak_hooks.py): a model kept after its optimizer is dropped must not keep the
+            # buckets and their fp32 masters alive.
+            chunk_of = {id(p): i for i, chunk in enumerate(self.chunks) for b in chunk for p in b.params}
+            hooks = []
             for module in model.modules():
-                owned = {id(bucket_of[id(p)]): bucket_of[id(p)] for p in module._parameters.values() if p is not None and id(p) in bucket_of}
+                owned = {chunk_of[id(p)] for p in module._parameters.values() if p is not None and id(p) in chunk_of}
                 if owned:
-                    hook = module.register_forward_pre_hook(lambda mod, args, owned=tuple(owned.values()): self.wait(owned))
-                    self._hooks.append(hook)
+                    hooks.append(module.register_forward_pre_hook(weak_call(self._before_forward, tuple(sorted(owned)))))
+            remove_with(self, hooks)
 
     def start(self, i: int) -> None:
         """Issue chunk ``i``'s copy-in and all-gather (call on the stream that updated its masters)."""
@@ -93,13 +95,13 @@ class ParamGather:
         for i in range(len(self.chunks)):
             self.start(i)
 
-    def wait(self, buckets) -> None:
-        """The current stream (CUDA) or the host (CPU) waits for these buckets' parameters."""
-        for b in buckets:
-            self._wait_chunk(self._chunk_of[id(b)])
-
     def wait_all(self) -> None:
+        """The current stream (CUDA) or the host (CPU) waits for every chunk's parameters."""
         for i in range(len(self.chunks)):
+            self._wait_chunk(i)
+
+    def _before_forward(self, chunks: tuple[int, ...], module: torch.nn.Module, args) -> None:
+        for i in chunks:
             self._wait_chunk(i)
 
     def _wait_chunk(self, i: int) -> None:
