@@ -13,14 +13,14 @@ from distributed import run_ranks
 pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
 
 
-def _train(stress: bool, steps: int = 8) -> list[float]:
+def _train(stress: bool, bucket_size: int, steps: int = 8) -> list[float]:
     import tritonzero.bucket as tzb
     from tritonzero import ZeroOptimizer
 
     torch.manual_seed(0)
     with torch.device("cuda"):
         model = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(6)]).half()
-    opt = ZeroOptimizer(model, torch.optim.AdamW(model.parameters(), lr=1e-3), bucket_size=1_100_000)
+    opt = ZeroOptimizer(model, torch.optim.AdamW(model.parameters(), lr=1e-3), bucket_size=bucket_size)
     rng = random.Random(1234 + torch.distributed.get_rank())
     real = tzb.reduce_scatter
     hooks = []
@@ -52,12 +52,15 @@ def _train(stress: bool, steps: int = 8) -> list[float]:
     return torch.cat([p.detach().float().reshape(-1) for p in model.parameters()]).tolist()
 
 
-def _both() -> dict:
-    return {"calm": _train(False), "stressed": _train(True)}
+def _both(bucket_size: int) -> dict:
+    return {"calm": _train(False, bucket_size), "stressed": _train(True, bucket_size)}
 
 
-def test_delays_and_poison_change_nothing():
-    for res in run_ranks(2, _both, backend="nccl"):
+# 1.1M elements: buckets of a weight and a bias, prepped into a bucket buffer. 1M: each weight
+# (1024 * 1024) is larger than a bucket and reduces in place from its own gradient.
+@pytest.mark.parametrize("bucket_size", [1_100_000, 1_000_000], ids=["bucket-buffers", "in-place"])
+def test_delays_and_poison_change_nothing(bucket_size):
+    for res in run_ranks(2, _both, bucket_size, backend="nccl"):
         calm, stressed = torch.tensor(res["calm"]), torch.tensor(res["stressed"])
         assert torch.isfinite(calm).all()
         assert torch.equal(calm, stressed), (calm - stressed).abs().max()
