@@ -125,8 +125,9 @@ class Bucket:
         mark("comm", f"prep b{self.index} start")
         solo = self.layout.world_size == 1
         # HAZARD (reuse): on CUDA both buffers come from the comm stream's pool, after the wait
-        # on ``ready``. The bucket is freed there after ``work.wait``, so the next bucket gets it
-        # only after this collective has read it. Last step's shard, read by that step on the
+        # on ``ready`` (unless the send buffer is the gradient itself, held below). The bucket is
+        # freed there after ``work.wait``, so the next bucket gets it only after this collective
+        # has read it. Last step's shard, read by that step on the
         # compute stream, went back to this pool at ``reset``; any reuse comes after this wait
         # on an event recorded on the compute stream after that step.
         self.grad_shard = torch.empty(self.layout.shard_numel, dtype=self.reduce_dtype, device=self.param_buffer.device)
@@ -137,7 +138,8 @@ class Bucket:
         if self._cuda:
             # HAZARD (use-after-free): backward has dropped these gradients; if their memory
             # served a compute-stream allocation before the prep kernel read it, prep would read
-            # another tensor. Held until ``poll`` sees ``done`` or ``wait`` orders the compute
+            # another tensor (and a gradient that is its own send buffer is read by the
+            # reduce-scatter too). Held until ``poll`` sees ``done`` or ``wait`` orders the compute
             # stream after it (one event query instead of a record_stream per gradient).
             self._held = [g for g in self.grads if g is not None]
         self.grads = [None] * len(self.params)
