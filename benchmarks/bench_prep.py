@@ -8,7 +8,8 @@ bucket size so that a bucket holds about two layers (d=256 for 1M up to d=2048 f
 bucket takes consecutive gradients until it reaches its size. Effective bandwidth counts each gradient element read once and each bucket
 element written once. Times are medians of CUDA-event timings (triton.testing.do_bench) over
 rotating input sets, so buckets larger than L2 come from HBM; "host us" is the wall time per
-call of back-to-back launches (host overhead included), then one synchronize. "% one copy_"
+call of 200 back-to-back launches (host overhead included) and one synchronize, the median of
+11 such windows. "% one copy_"
 compares with the roofline at the same size: one contiguous tensor of the bucket's gradient
 elements copied (and cast) into it with ``Tensor.copy_``. "default us": the block the runtime
 picks (``default_block``) with 4 warps; the other columns are for the best of the configs tried.
@@ -67,14 +68,20 @@ def bench(fn, sets: int) -> float:
     return triton.testing.do_bench(lambda: fn(next(it) % sets), warmup=25, rep=100, return_mode="median")
 
 
-def host_us(fn, calls: int = 200) -> float:
+def host_us(fn, calls: int = 200, windows: int = 11) -> float:
+    """Wall time per call of ``calls`` back-to-back calls and one synchronize, host overhead
+    included: the median over ``windows`` such windows. (One window, as before the sixth
+    session, moved by 5 us between runs of the same code on one machine.)"""
     fn(0)
     torch.cuda.synchronize()
-    t = time.perf_counter()
-    for i in range(calls):
-        fn(i)
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / calls * 1e6
+    per_call = []
+    for _ in range(windows):
+        t = time.perf_counter()
+        for i in range(calls):
+            fn(i)
+        torch.cuda.synchronize()
+        per_call.append((time.perf_counter() - t) / calls * 1e6)
+    return statistics.median(per_call)
 
 
 def copy_bandwidth() -> float:
