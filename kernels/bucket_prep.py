@@ -38,7 +38,6 @@ def _prep_bucket_kernel(
     region_ptr,  # *int64 [3, num_regions]: region offsets in the bucket, region lengths, first program
     chunk_ptr,  # *int8/16/32 [num_chunks]: each program's region (not read with one region)
     num_regions: tl.int32,
-    num_chunks: tl.int32,
     factor: tl.float32,
     divisor_ptr,  # *fp32 [1]: the factor is divided by it when DIVIDE (a loss scale kept on device)
     SRC_DTYPE: tl.constexpr,
@@ -106,17 +105,17 @@ class BucketPrepPlan:
     program's region ([num programs], the narrowest integer type that holds R - 1; ``None`` for one
     region), so program i handles elements from ``(i - first[region]) * block`` of its region. At
     one byte a program for up to 128 regions, the tables of a 400M-parameter model take about
-    0.1 MB where (region, start) pairs took 1.1 MB, allocated for the whole run. ``ints`` are the
-    kernel's integer arguments (R, number of programs) and ``int_key`` what Triton specialises on
-    them (== 1, multiple of 16), kept so that a launch does not recompute them.
+    0.1 MB where (region, start) pairs took 1.1 MB, allocated for the whole run. ``programs``
+    is the grid and ``int_key`` what Triton specialises the kernel's integer argument R on (== 1,
+    multiple of 16), kept so that a launch does not recompute them.
     """
 
     numels: tuple[int, ...]
     regions: torch.Tensor
     chunks: torch.Tensor | None
     block: int
-    ints: tuple[int, int]
-    int_key: tuple[bool, ...]
+    programs: int
+    int_key: tuple[bool, bool]
 
     @staticmethod
     def build(
@@ -141,8 +140,8 @@ class BucketPrepPlan:
             regions=torch.tensor([offsets, lengths, firsts], dtype=torch.int64, device=device),
             chunks=torch.tensor(chunk_region, dtype=index_dtype, device=device) if len(numels) > 1 else None,
             block=block,
-            ints=(len(numels), len(chunk_region)),
-            int_key=tuple(k for n in (len(numels), len(chunk_region)) for k in (n == 1, n % 16 == 0)),
+            programs=len(chunk_region),
+            int_key=(len(numels) == 1, len(numels) % 16 == 0),
         )
 
     def source_table(self, grads: list[torch.Tensor | None], previous: SourceTable | None = None) -> SourceTable:
@@ -184,9 +183,9 @@ def prep_bucket(
     device, so a loss scale needs no host read. ``flag`` (int32, one element) is set to 1,
     never cleared, when a written value is not finite.
     """
-    grid = (plan.ints[1],)
+    grid = (plan.programs,)
     chunks = plan.regions if plan.chunks is None else plan.chunks  # one region: a pointer never read
-    args = (bucket, flag, sources.table, plan.regions, chunks, *plan.ints, float(factor),
+    args = (bucket, flag, sources.table, plan.regions, chunks, len(plan.numels), float(factor),
             flag if divisor is None else divisor)
     meta = dict(SRC_DTYPE=_TORCH_TO_TL[src_dtype], DIVIDE=divisor is not None, SRC_ALIGNED=sources.aligned,
                 BLOCK=plan.block, REGION_ALIGN=REGION_ALIGN)
@@ -194,7 +193,7 @@ def prep_bucket(
         _prep_bucket_kernel[grid](*args, **meta, num_warps=num_warps)
         return
     # Everything Triton specialises the compiled kernel on: pointer dtypes and alignment (16 bytes),
-    # constexprs, warps and the integer arguments (== 1, multiple of 16).
+    # constexprs, warps and the integer argument (== 1, multiple of 16).
     key = (bucket.device.index, tuple(meta.values()), num_warps, plan.int_key,
            tuple((t.dtype, t.data_ptr() % 16 == 0) for t in args if isinstance(t, torch.Tensor)))
     compiled = _COMPILED.get(key)

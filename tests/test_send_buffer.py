@@ -14,9 +14,9 @@ import torch.distributed as dist
 
 from conftest import cpu_only
 from distributed import run_ranks
+from equivalence import DTYPES
 from tritonzero import ZeroOptimizer
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TOLERANCE = {"fp32": 1e-6, "bf16": 1e-2, "fp16": 2e-3}  # relative; the looser of parameter and reduce dtype applies
 
 
