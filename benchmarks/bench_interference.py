@@ -12,6 +12,8 @@ gradients, 16 chunks) by one of:
   (copy engines, no SMs).
 - ``ce+add``: those copies plus the local add that completes a reduce-scatter (an SM kernel).
 - ``prep-like``: read every gradient and write a bucket (an SM kernel, the prep's traffic).
+- ``memcpy``: the same bytes moved by ``cudaMemcpyAsync`` device to device (what a gather
+  without scaling could use, the scaling left to the collective).
 
 It prints the compute stream's fwd+bwd time (median of 10) against ``none``, and how long the
 side stream took. The gap between ``nccl`` and ``ce+add`` is what a copy-engine reduce-scatter
@@ -58,9 +60,11 @@ def main() -> None:
                     torch.add(grads0[c, :half], received[c], out=shard0[c])
             elif mode == "prep-like":
                 torch.mul(grads0[c], 0.5, out=bucket[c])
+            elif mode == "memcpy":
+                bucket[c].copy_(grads0[c])  # same dtype, contiguous: one cudaMemcpyAsync
 
     rows = []
-    for mode in ["none", "nccl", "ce", "ce+add", "prep-like", "none"]:
+    for mode in ["none", "nccl", "ce", "ce+add", "prep-like", "memcpy", "none"]:
         compute, span = [], []
         for i in range(13):
             e0, ef, e1, es = (torch.cuda.Event(enable_timing=True) for _ in range(4))

@@ -25,3 +25,4 @@ def test_nccl_exact_fit_reduces_in_place():
     for dtype_name in DTYPES:
         for reduce_id in REDUCE:
             check(2, per_rank, dtype_name, reduce_id)
+        assert all(r[f"nonfinite-{dtype_name}"] for r in per_rank), dtype_name  # step skipped everywhere

@@ -50,7 +50,7 @@ def _measure(delay_ms: float, kind: str, in_flight: int = 10**6, steps: int = 6)
     real = tzb.reduce_scatter
     delayed = [0.0]  # ms of delay given this step
 
-    def slow_reduce_scatter(out, inp, group):
+    def slow_reduce_scatter(out, inp, group, average=False):
         if kind == "gpu":
             torch.cuda._sleep(cycles)  # on the comm stream: the collective starts this much later
             delayed[0] += delay_ms
@@ -58,7 +58,7 @@ def _measure(delay_ms: float, kind: str, in_flight: int = 10**6, steps: int = 6)
             t = time.perf_counter()
             time.sleep(delay_ms / 1e3)  # on the comm thread: the collective is issued this much later
             delayed[0] += (time.perf_counter() - t) * 1e3
-        return real(out, inp, group)
+        return real(out, inp, group, average)
 
     tzb.reduce_scatter = slow_reduce_scatter
     rows = []

@@ -25,9 +25,9 @@ def _train(stress: bool, bucket_size: int, steps: int = 8) -> list[float]:
     real = tzb.reduce_scatter
     hooks = []
     if stress:
-        def slow_reduce_scatter(out, inp, group):
+        def slow_reduce_scatter(out, inp, group, average=False):
             torch.cuda._sleep(rng.randrange(0, 2_000_000))  # comm stream: up to ~1 ms late
-            return real(out, inp, group)
+            return real(out, inp, group, average)
 
         tzb.reduce_scatter = slow_reduce_scatter
         for layer in model:

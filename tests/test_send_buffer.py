@@ -1,7 +1,9 @@
 """A bucket holding one gradient that fills it exactly reduces from that gradient in place.
 
-The reduced shards must match an fp64 reference either way; the gradient tensor autograd made
-is scaled in place (1 / world size) exactly when it served as the reduce-scatter's input.
+The reduced shards must match an fp64 reference either way, and the reduce-scatter's input is
+the gradient tensor autograd made exactly when it fits. On gloo prep scales that gradient in
+place (1 / world size); on NCCL with a power-of-two world the collective scales it as it reads
+it (PreMulSum), and the gradient is left as it was.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch.distributed as dist
 from conftest import cpu_only
 from distributed import run_ranks
 from equivalence import DTYPES
+import tritonzero.bucket
 from tritonzero import ZeroOptimizer
 
 TOLERANCE = {"fp32": 1e-6, "bf16": 1e-2, "fp16": 2e-3}  # relative; the looser of parameter and reduce dtype applies
@@ -25,6 +28,13 @@ def _model(dtype: torch.dtype) -> torch.nn.Module:
     # own; out.bias (5) fills a padded one. On 2 ranks 640, 128 and 37 * 128 fit exactly; on 3 none.
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(37, 128), torch.nn.Tanh(), torch.nn.Linear(128, 5)).to(dtype)
+
+
+def _optimizer(model: torch.nn.Module, dtype: torch.dtype, reduce_dtype: torch.dtype | None = None) -> ZeroOptimizer:
+    # fp16 sums keep the loss scale: 1.0 leaves the shards comparable. Other dtypes without a
+    # scaler, so that no loss scale divides their gradients before the reduction.
+    return ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=100, reduce_dtype=reduce_dtype,
+                         loss_scale=1.0 if dtype == torch.float16 else None)
 
 
 def _inputs(rank: int, dtype: torch.dtype) -> torch.Tensor:
@@ -47,10 +57,20 @@ def _reduce(dtype_name: str, reduce_name: str | None, device: str) -> dict:
 
     for p in model.parameters():  # registered first: runs before the optimizer takes the gradient
         p.register_post_accumulate_grad_hook(capture)
-    opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=100, loss_scale=1.0,
-                        reduce_dtype=DTYPES[reduce_name] if reduce_name else None)
-    opt.backward(model(_inputs(rank, dtype).to(device)).square().mean())
-    opt.finish_grad_sync()
+    opt = _optimizer(model, dtype, DTYPES[reduce_name] if reduce_name else None)
+    calls = {}  # reduce-scatter output address -> (input address, average)
+    reduce_scatter = tritonzero.bucket.reduce_scatter
+
+    def recording(output, input, group, average=False):
+        calls[output.data_ptr()] = (input.data_ptr(), average)
+        return reduce_scatter(output, input, group, average)
+
+    tritonzero.bucket.reduce_scatter = recording
+    try:
+        opt.backward(model(_inputs(rank, dtype).to(device)).square().mean())
+        opt.finish_grad_sync()
+    finally:
+        tritonzero.bucket.reduce_scatter = reduce_scatter
 
     ref_grads = dict(zip(model.parameters(), (q.grad.reshape(-1) for q in ref.parameters())))
     out = []
@@ -62,16 +82,39 @@ def _reduce(dtype_name: str, reduce_name: str | None, device: str) -> dict:
         err = ((b.grad_shard.cpu().double() - want).norm() / full.norm()).item()  # a shard may be all padding
         scaled = [torch.equal(seen[p][0], (seen[p][1].float() / world).to(dtype)) for p in b.params]
         untouched = [torch.equal(seen[p][0], seen[p][1]) for p in b.params]
+        sent, average = calls[b.grad_shard.data_ptr()]
         out.append({"params": len(b.params), "padded": b.layout.padded_numel, "numel": sum(b.layout.numels),
-                    "rel_err": err, "scaled": scaled, "untouched": untouched})
+                    "rel_err": err, "scaled": scaled, "untouched": untouched, "average": average,
+                    "from_grad": sent == seen[b.params[0]][0].data_ptr(), "nccl": dist.get_backend() == "nccl"})
     return out
+
+
+def _nonfinite(dtype_name: str, device: str) -> bool:
+    """One inf on the last rank only, in the gradient that fits its bucket exactly on 2 ranks
+    (``inp.weight``, whose element 0 is in rank 0's shard). True when every parameter kept its
+    value: the step must be skipped on every rank, though on NCCL no prep kernel saw the inf."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dtype = DTYPES[dtype_name]
+    model = _model(dtype).to(device)
+
+    def poison(p):
+        p.grad.view(-1)[0] = float("inf")
+
+    if rank == world - 1:  # registered first: runs before the optimizer takes the gradient
+        model[0].weight.register_post_accumulate_grad_hook(poison)
+    opt = _optimizer(model, dtype)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt.backward(model(_inputs(rank, dtype).to(device)).square().mean())
+    opt.step()
+    return all(torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
 
 
 REDUCE = {"same-dtype": None, "reduce-fp32": "fp32"}
 
 
 def every_case(device: str = "cpu") -> dict:
-    return {f"{d}-{r}": _reduce(d, reduce_name, device) for d in DTYPES for r, reduce_name in REDUCE.items()}
+    out = {f"{d}-{r}": _reduce(d, reduce_name, device) for d in DTYPES for r, reduce_name in REDUCE.items()}
+    return out | {f"nonfinite-{d}": _nonfinite(d, device) for d in DTYPES}
 
 
 @functools.cache
@@ -81,7 +124,8 @@ def _results(world_size: int) -> list[dict]:
 
 
 def check(world_size: int, per_rank: list[dict], dtype_name: str, reduce_id: str) -> None:
-    """Every shard matches the reference; exactly the fitting gradients were scaled in place."""
+    """Every shard matches the reference; exactly the fitting gradients were the collective's
+    input, scaled in place by prep (gloo) or by the collective (NCCL, 2 ranks)."""
     reduce_name = REDUCE[reduce_id]
     in_place_seen = False
     for rank_results in per_rank:
@@ -91,7 +135,10 @@ def check(world_size: int, per_rank: list[dict], dtype_name: str, reduce_id: str
             assert b["rel_err"] < max(TOLERANCE[dtype_name], TOLERANCE[reduce_name or dtype_name]), b
             exact = b["params"] == 1 and b["numel"] == b["padded"] and reduce_name in (None, dtype_name)
             in_place_seen |= exact
-            assert all(b["scaled"] if exact else b["untouched"]), b
+            assert b["from_grad"] == exact, b
+            in_collective = exact and b["nccl"] and world_size & (world_size - 1) == 0
+            assert b["average"] == in_collective, b
+            assert all(b["scaled"] if exact and not in_collective else b["untouched"]), b
     # Only on 2 ranks, with the reduce dtype the parameters' own, does any bucket fit exactly.
     assert in_place_seen == (world_size == 2 and reduce_name in (None, dtype_name))
 
@@ -102,3 +149,10 @@ def check(world_size: int, per_rank: list[dict], dtype_name: str, reduce_id: str
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_exact_fit_reduces_in_place(world_size, dtype_name, reduce_id):
     check(world_size, _results(world_size), dtype_name, reduce_id)
+
+
+@cpu_only
+@pytest.mark.parametrize("dtype_name", list(DTYPES))
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_nonfinite_exact_fit_gradient_skips_step(world_size, dtype_name):
+    assert all(r[f"nonfinite-{dtype_name}"] for r in _results(world_size))

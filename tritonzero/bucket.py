@@ -102,8 +102,9 @@ class Bucket:
         self.launched = True
         self.issued.clear()
         if self._cuda:
-            # HAZARD (read-after-write): the prep kernel reads gradients that backward kernels on
-            # the compute stream are still writing; ``ready`` is recorded after them.
+            # HAZARD (read-after-write): the prep kernel (or the reduce-scatter, for a gradient
+            # reduced without prep) reads gradients that backward kernels on the compute stream
+            # are still writing; ``ready`` is recorded after them.
             self.ready.record(self._current_stream())
             marker(timeline)("compute", f"grads ready b{self.index}")
 
@@ -114,15 +115,21 @@ class Bucket:
         group: dist.ProcessGroup | None,
         timeline: Timeline | None = None,
         divisor: torch.Tensor | None = None,
+        average_in_collective: bool = False,
     ) -> None:
         """On the comm thread (current stream: comm): prep the bucket (gradients times ``factor``,
         divided by the device scalar ``divisor`` if given; missing gradients read as zeros) and
-        start its reduce-scatter. With one rank prep writes the shard itself."""
+        start its reduce-scatter. With one rank prep writes the shard itself.
+
+        ``average_in_collective`` (NCCL, ``factor`` is 1 / world size and exact in every dtype):
+        a gradient that is its own send buffer and needs only ``factor`` is not prepped at all;
+        the reduce-scatter multiplies it by ``factor`` as it reads it. Its non-finite values
+        then reach the overflow flag through the reduced shard, which ``MasterGrads`` checks
+        before the step: a sum with a non-finite term is not finite."""
         mark = marker(timeline)
         if self._cuda:
             stream = self._current_stream()
             stream.wait_event(self.ready)
-        mark("comm", f"prep b{self.index} start")
         solo = self.layout.world_size == 1
         # HAZARD (reuse): on CUDA both buffers come from the comm stream's pool, after the wait
         # on ``ready`` (unless the send buffer is the gradient itself, held below). The bucket is
@@ -131,10 +138,13 @@ class Bucket:
         # compute stream, went back to this pool at ``reset``; any reuse comes after this wait
         # on an event recorded on the compute stream after that step.
         self.grad_shard = torch.empty(self.layout.shard_numel, dtype=self.reduce_dtype, device=self.param_buffer.device)
-        bucket = self.grad_shard if solo else self._send_buffer()
-        self._sources = self.plan.source_table(self.grads, previous=self._sources)
-        prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype, divisor)
-        mark("comm", f"prep b{self.index} end")
+        bucket, in_place = (self.grad_shard, False) if solo else self._send_buffer()
+        average = in_place and divisor is None and average_in_collective
+        if not average:
+            mark("comm", f"prep b{self.index} start")
+            self._sources = self.plan.source_table(self.grads, previous=self._sources)
+            prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype, divisor)
+            mark("comm", f"prep b{self.index} end")
         if self._cuda:
             # HAZARD (use-after-free): backward has dropped these gradients; if their memory
             # served a compute-stream allocation before the prep kernel read it, prep would read
@@ -145,7 +155,7 @@ class Bucket:
         self.grads = [None] * len(self.params)
         if not solo:
             mark("comm", f"reduce-scatter b{self.index} start")
-            work = reduce_scatter(self.grad_shard, bucket, group)
+            work = reduce_scatter(self.grad_shard, bucket, group, average)
             if self._cuda:
                 # The comm stream (not the host) waits for NCCL's stream, so ``done`` marks the
                 # shard as written and ``bucket`` as no longer read.
@@ -157,16 +167,17 @@ class Bucket:
             self.done.record(stream)
         self.issued.set()
 
-    def _send_buffer(self) -> torch.Tensor:
-        """The reduce-scatter's input: a new bucket, or the gradient itself when the bucket holds
-        one parameter whose gradient fills it exactly (reduce dtype, no padding). Prep then scales
-        that gradient in place (each element is read before it is written, by the same thread),
-        which saves a bucket-sized allocation while backward's activations are alive: with a
-        1e6 bucket size a large weight's bucket is 32 MiB, allocated at backward's peak."""
+    def _send_buffer(self) -> tuple[torch.Tensor, bool]:
+        """The reduce-scatter's input and whether it is a gradient: a new bucket, or the gradient
+        itself when the bucket holds one parameter whose gradient fills it exactly (reduce dtype,
+        no padding). Prep, if it runs, then scales that gradient in place (each element is read
+        before it is written, by the same thread). Either way no bucket-sized buffer is allocated
+        while backward's activations are alive: with a 1e6 bucket size a large weight's bucket is
+        32 MiB, allocated at backward's peak."""
         grad = self.grads[0] if len(self.grads) == 1 else None
         if grad is not None and grad.dtype == self.reduce_dtype and grad.numel() == self.layout.padded_numel:
-            return grad.view(-1)
-        return torch.empty_like(self.param_buffer, dtype=self.reduce_dtype)
+            return grad.view(-1), True
+        return torch.empty_like(self.param_buffer, dtype=self.reduce_dtype), False
 
     def _current_stream(self) -> torch.cuda.Stream:
         # With the device index given, torch skips re-deriving the current device (environment

@@ -45,6 +45,11 @@ class GradSync:
         self.timeline = timeline
         device = buckets[0].param_buffer.device
         self.flag = torch.zeros(1, dtype=torch.int32, device=device)  # set by prep kernels on non-finite values
+        # NCCL can average as it reduces (PreMulSum: each input times 1 / world_size in its own
+        # dtype), with the rounding of prep's fp32 multiply when that factor is a power of two.
+        self.average_in_collective = (
+            group is not None and dist.get_backend(group) == "nccl" and world_size & (world_size - 1) == 0
+        )
         self.accumulating = False
         self._slot_of = {id(p): (b, i) for b in buckets for i, p in enumerate(b.params)}
         self._in_flight: collections.deque[Bucket] = collections.deque()  # launched, maybe unfinished
@@ -89,8 +94,8 @@ class GradSync:
             oldest.wait()
         bucket.mark_ready(self.timeline)
         divisor = None if self.scaler is None or self.keeps_scale(bucket) else self.scaler.scale
-        flag, group, timeline = self.flag, self.group, self.timeline
-        self.launcher.submit(lambda: bucket.issue(1.0 / self.world_size, flag, group, timeline, divisor))
+        flag, group, timeline, average = self.flag, self.group, self.timeline, self.average_in_collective
+        self.launcher.submit(lambda: bucket.issue(1.0 / self.world_size, flag, group, timeline, divisor, average))
         self._in_flight.append(bucket)
 
     def launch_remaining(self) -> None:
