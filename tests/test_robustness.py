@@ -4,6 +4,7 @@ rank failing mid-backward, and a dropped optimizer's memory."""
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 from datetime import timedelta
 
@@ -112,7 +113,11 @@ def _dropped_optimizer(keep_model: bool) -> dict:
     gc.collect()  # the model's hooks and the optimizer form reference cycles
     if keep_model:
         model(torch.randn(2, 9)).square().mean().backward()  # the model runs on without the optimizer
-    return {"freed": [r() is None for r in refs]}
+    for _ in range(3):  # more optimizers built and dropped share the one comm thread
+        other = _mlp()
+        _step(other, ZeroOptimizer(other, torch.optim.SGD(other.parameters(), lr=0.1), bucket_size=40), 0)
+    comm_threads = [t.name for t in threading.enumerate() if t.name.startswith("tritonzero-comm")]
+    return {"freed": [r() is None for r in refs], "comm_threads": comm_threads}
 
 
 @pytest.mark.parametrize("keep_model", [False, True], ids=["model-dropped", "model-kept"])
@@ -121,6 +126,7 @@ def test_dropped_optimizer_frees_its_buffers(keep_model):
     dropped optimizer's buckets, fp32 masters included, alive."""
     for res in run_ranks(2, _dropped_optimizer, keep_model):
         assert all(res["freed"]), res
+        assert res["comm_threads"] == ["tritonzero-comm-cpu"], res
 
 
 def _one_rank_raises_mid_backward() -> dict:

@@ -6,8 +6,9 @@ costs tens of microseconds of host time in Python, which on the backward thread 
 launch of backward's own kernels: with small buckets backward becomes launch-bound. Here the two
 run side by side; the GIL is released inside torch, Triton and NCCL launches.
 
-Work runs in submission order (so every rank issues its collectives in the same order) on the
-comm stream, which is this thread's current stream.
+Work runs in submission order (so every rank issues its collectives in the same order), with
+the submitting optimizer's comm stream as the thread's current stream. Every optimizer of the
+process on one device shares that device's thread.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ __all__ = ["CommLauncher"]
 
 
 class _State:
-    """What the caller and the comm thread share: the count of callables not yet run, and the first error."""
+    """What one launcher and the comm thread share: the count of its callables not yet run, and its first error."""
 
     def __init__(self):
         self.idle = threading.Condition()
@@ -31,30 +32,29 @@ class _State:
 
 
 class CommLauncher:
-    """FIFO of callables run on one daemon thread whose current CUDA stream is ``comm_stream``.
+    """FIFO of callables run with ``comm_stream`` current, on the process's comm thread for
+    ``device``.
 
-    The thread never ends, so between callables it holds none: a callable's closure holds the
-    buckets (every parameter's storage), and an optimizer dropped by its user must not stay
-    reachable from it. (Ending the thread once the launcher is collected was tried: the CPU
-    equivalence tests then crashed in a native thread, SIGSEGV, in 2 of 13 runs; with the thread
-    left idle, none in 49. Not understood.) A dropped optimizer leaves only this idle thread.
+    One daemon thread per device serves every launcher of the process, in submission order, and
+    never ends; between callables it holds none. A callable's closure holds the buckets (every
+    parameter's storage), and an optimizer dropped by its user must not stay reachable from the
+    thread; nor may each optimizer built leave a thread behind. (Ending a per-optimizer thread
+    once its launcher was collected was tried: the CPU equivalence tests then crashed in a
+    native thread, SIGSEGV, in 2 of 13 runs. Not understood; a shared thread needs no ending.)
     """
 
     def __init__(self, device: torch.device, comm_stream: torch.cuda.Stream | None):
-        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._state = _State()
-        self._thread = threading.Thread(
-            target=_serve, args=(self._queue, self._state, device, comm_stream), name="tritonzero-comm", daemon=True
-        )
-        self._thread.start()
+        self._stream = comm_stream
+        self._queue = _comm_thread_queue(device)
 
     def submit(self, fn: Callable[[], None]) -> None:
         with self._state.idle:
             self._state.pending += 1
-        self._queue.put(fn)
+        self._queue.put((fn, self._state, self._stream))
 
     def drain(self) -> None:
-        """Block the host until every submitted callable has run; re-raise the first error."""
+        """Block the host until every callable this launcher submitted has run; re-raise its first error."""
         state = self._state
         with state.idle:
             while state.pending:
@@ -64,14 +64,31 @@ class CommLauncher:
             raise RuntimeError("tritonzero: issuing a bucket's gradient sync failed") from error
 
 
-def _serve(work: queue.SimpleQueue, state: _State, device: torch.device, comm_stream: torch.cuda.Stream | None) -> None:
-    if comm_stream is not None:
+_QUEUES: dict[torch.device, queue.SimpleQueue] = {}
+_QUEUES_LOCK = threading.Lock()
+
+
+def _comm_thread_queue(device: torch.device) -> queue.SimpleQueue:
+    """The work queue of ``device``'s comm thread, started on first use."""
+    with _QUEUES_LOCK:
+        work = _QUEUES.get(device)
+        if work is None:
+            work = _QUEUES[device] = queue.SimpleQueue()
+            threading.Thread(target=_serve, args=(work, device), name=f"tritonzero-comm-{device}", daemon=True).start()
+        return work
+
+
+def _serve(work: queue.SimpleQueue, device: torch.device) -> None:
+    if device.type == "cuda":
         torch.cuda.set_device(device)
-        torch.cuda.set_stream(comm_stream)
+    current = None  # the stream made current last
     while True:
-        fn = work.get()
+        fn, state, stream = work.get()
         try:
-            if state.error is None:  # after a failure, skip the rest until drain reports it
+            if stream is not current:  # another launcher's stream: one switch, not one per callable
+                torch.cuda.set_stream(stream)
+                current = stream
+            if state.error is None:  # after a failure, skip the launcher's rest until drain reports it
                 fn()
         except BaseException as e:  # reported by drain() on the caller's thread
             state.error = e
@@ -80,3 +97,4 @@ def _serve(work: queue.SimpleQueue, state: _State, device: torch.device, comm_st
             with state.idle:
                 state.pending -= 1
                 state.idle.notify_all()
+            state = None
