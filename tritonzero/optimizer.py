@@ -47,7 +47,10 @@ class ZeroOptimizer(torch.optim.Optimizer):
             groups and hyperparameters are rebuilt over this rank's fp32 shard. With
             ``fused=True`` (Adam, AdamW, SGD) a step never syncs with the host.
         bucket_size: elements per gradient bucket at most, except that a larger parameter
-            closes the bucket being filled, taking the small gradients before it along.
+            gets a bucket of its own (the small gradients around it keep filling the open one).
+            A gradient that fills its bucket exactly is reduce-scattered from itself, with no
+            bucket buffer (on NCCL with a power-of-two world and no loss scale to divide out,
+            with no prep kernel either: the collective averages it).
         process_group: defaults to the world group, or one rank without a process group.
         reduce_dtype: dtype of the reduce-scatter; defaults to the parameter dtype. fp16
             buckets keep the loss scale through the sum (no underflow), others are unscaled first.
