@@ -129,6 +129,36 @@ def test_dropped_optimizer_frees_its_buffers(keep_model):
         assert res["comm_threads"] == ["tritonzero-comm-cpu"], res
 
 
+def _two_optimizers(interleaved: bool) -> list[list[float]]:
+    """Two models, each with its own optimizer, trained for three steps: one after the other,
+    or with their backwards and steps interleaved, so that both optimizers' buckets queue on
+    the one comm thread together. The first step's collectives must come after the second
+    optimizer's reduce-scatters on every rank (``CommLauncher.drain``): without that, gloo
+    aborts on a collective mismatch."""
+    models = [_mlp(), torch.nn.Sequential(torch.nn.Linear(9, 17), torch.nn.GELU(), torch.nn.Linear(17, 5))]
+    opts = [ZeroOptimizer(m, torch.optim.SGD(m.parameters(), lr=0.1), bucket_size=40) for m in models]
+    x = [torch.randn(6, 9, generator=torch.Generator().manual_seed(dist.get_rank() * 10 + s)) for s in range(3)]
+    if interleaved:
+        for xs in x:
+            for m, o in zip(models, opts):
+                o.backward(m(xs).square().mean())
+            for o in opts:
+                o.step()
+                o.zero_grad()
+    else:
+        for m, o in zip(models, opts):
+            for xs in x:
+                o.backward(m(xs).square().mean())
+                o.step()
+                o.zero_grad()
+    return [[p.sum().item() for p in m.parameters()] for m in models]
+
+
+def test_two_optimizers_share_the_comm_thread():
+    apart, together = run_ranks(2, _two_optimizers, False), run_ranks(2, _two_optimizers, True)
+    assert apart == together
+
+
 def _one_rank_raises_mid_backward() -> dict:
     rank = dist.get_rank()
     # A short timeout, so a rank left waiting in a collective fails fast rather than hangs.

@@ -54,7 +54,17 @@ class CommLauncher:
         self._queue.put((fn, self._state, self._stream))
 
     def drain(self) -> None:
-        """Block the host until every callable this launcher submitted has run; re-raise its first error."""
+        """Block the host until every callable submitted to the device's thread so far, by any
+        launcher, has run; re-raise this launcher's first error.
+
+        Every launcher's work, not only this one's: the caller's next collectives (a step's
+        all-reduce and all-gathers) then come after every reduce-scatter queued before them,
+        on every rank alike. Another optimizer over the same process group, whose backward ran
+        after this one's, would otherwise still be issuing its reduce-scatters from the comm
+        thread while this one steps, in an order that may differ between ranks: with gloo a
+        collective mismatch (measured: an abort); NCCL too needs one order per communicator.
+        """
+        self.submit(_nothing)  # the queue is FIFO: once this has run, so has everything before it
         state = self._state
         with state.idle:
             while state.pending:
@@ -62,6 +72,10 @@ class CommLauncher:
             error, state.error = state.error, None
         if error is not None:
             raise RuntimeError("tritonzero: issuing a bucket's gradient sync failed") from error
+
+
+def _nothing() -> None:
+    pass
 
 
 _QUEUES: dict[torch.device, queue.SimpleQueue] = {}
