@@ -9,10 +9,10 @@ On CUDA, per bucket and per step (``ready`` and ``done`` are the bucket's two ev
                                                                           \\ wait
     step()   ......................................................................[done]..
 
-A bucket whose one gradient is its own send buffer skips the prep kernel on NCCL: the
+A bucket whose one gradient is its own send buffer may skip the prep kernel on NCCL: the
 reduce-scatter reads the gradient and averages as it reads (``issue``). The comm stream waits
-on ``ready`` alone; the compute stream waits on ``done`` only in
-``finish_grad_sync`` (before the step) or when too many buckets are in flight (back-pressure).
+on ``ready`` alone; the compute stream waits on ``done`` only in ``finish_grad_sync`` (before
+the step) or when too many buckets are in flight (back-pressure).
 ``mark_ready`` runs on backward's thread; ``issue`` runs on the comm thread (launcher.py), whose
 current stream is the comm stream. Without CUDA there are no streams: the prep kernel runs in
 the comm thread (Triton interpreter) and the reduce-scatter runs async until ``wait``.

@@ -3,7 +3,7 @@
 ``dist.reduce_scatter_tensor`` and friends wrap the process group's methods in Python layers
 (logging decorator, argument checks, renames across torch versions) that cost about 50 µs a
 call on the host; with hundreds of buckets a step that is time backward spends launching.
-Both functions return the async ``Work``; call ``.wait()`` on it.
+Each function returns the async ``Work``; call ``.wait()`` on it.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ __all__ = ["reduce_scatter", "all_gather", "all_gather_coalesced"]
 
 _SUM = dist.ReduceScatterOptions()
 _SUM.reduceOp = dist.ReduceOp.SUM
+_AVG = dist.ReduceScatterOptions()
+_AVG.reduceOp = dist.ReduceOp.AVG
 
 
 def reduce_scatter(output: torch.Tensor, input: torch.Tensor, group: dist.ProcessGroup, average: bool = False) -> dist.Work:
@@ -32,10 +34,6 @@ def reduce_scatter(output: torch.Tensor, input: torch.Tensor, group: dist.Proces
         return group._reduce_scatter_base(output, input, _SUM)
     options = _AVG if input.dtype == torch.bfloat16 else _premul_sum(1.0 / group.size())
     return group._reduce_scatter_base(output, input, options)
-
-
-_AVG = dist.ReduceScatterOptions()
-_AVG.reduceOp = dist.ReduceOp.AVG
 
 
 @functools.cache
