@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -77,23 +78,42 @@ def test_region_counts(device, regions):
     torch.testing.assert_close(bucket.cpu().double(), ref.float().double(), rtol=1e-6, atol=0)
 
 
+def _edges(dtype: torch.dtype) -> list[float]:
+    """fp32 values on both sides of where a cast to ``dtype`` stops being finite, and beyond."""
+    top = torch.finfo(dtype).max
+    if dtype != torch.float32:  # round-to-nearest: halfway to the next power of two is inf
+        top = (top + math.ldexp(1.0, math.frexp(top)[1])) / 2
+    top32 = torch.tensor(top, dtype=torch.float64).float()  # exact: both values have few bits
+    below = torch.nextafter(top32, torch.tensor(0.0)).item()
+    return [below, -below, top32.item(), -top32.item(), float("inf"), float("-inf"), float("nan"), 1.0]
+
+
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("bad", [float("inf"), float("-inf"), float("nan"), "overflow"])
-def test_flag_raised_exactly_on_non_finite(device, bad):
+@pytest.mark.parametrize("out_dtype", DTYPES, ids=str)
+def test_flag_raised_exactly_on_non_finite(device, out_dtype):
+    """The flag rises exactly when torch's own cast of the scaled value is not finite, at the
+    edge of each dtype's range too (fp16: 65519.996 is written as 65504, 65520 as inf)."""
     sizes = [1023, 4097, 7]
     offsets, numel = _layout(sizes, world_size=2)
     plan = BucketPrepPlan.build(sizes, offsets, numel, torch.device(device), block=1024)
-    bucket = torch.empty(numel, device=device, dtype=torch.float16)
+    bucket = torch.empty(numel, device=device, dtype=out_dtype)
     flag = torch.zeros(1, dtype=torch.int32, device=device)
     grads = [torch.randn(n, device=device) for n in sizes]
-
     prep_bucket(plan, plan.source_table(grads), bucket, flag, 1.0, torch.float32)
     assert flag.item() == 0
-    which = random.randrange(len(sizes))
-    where = random.randrange(sizes[which])
-    grads[which][where] = 1e6 if bad == "overflow" else bad  # 1e6 is finite in fp32, inf in fp16
-    prep_bucket(plan, plan.source_table(grads), bucket, flag, 1.0, torch.float32)
-    assert flag.item() == 1
+
+    for value in _edges(out_dtype):
+        flag.zero_()
+        which = random.randrange(len(sizes))
+        where = random.randrange(sizes[which])
+        old = grads[which][where].item()
+        grads[which][where] = value
+        prep_bucket(plan, plan.source_table(grads), bucket, flag, 1.0, torch.float32)
+        grads[which][where] = old
+        finite = bool(torch.isfinite(torch.tensor([value]).to(out_dtype)))
+        assert flag.item() == (0 if finite else 1), value
+        if device == "cuda" or out_dtype != torch.bfloat16:  # the interpreter truncates fp32 -> bf16
+            assert bool(torch.isfinite(bucket[offsets[which] + where])) == finite, value
 
 
 @pytest.mark.parametrize("device", DEVICES)
