@@ -32,7 +32,7 @@ for src, aligned in json.loads(sys.argv[1]):
                 "chunk_ptr": "*i8", "divisor_ptr": "*fp32"}
     scalars = {"num_regions": "i32", "factor": "fp32"}
     constexprs = {"SRC_DTYPE": TL[src], "DIVIDE": False, "SRC_ALIGNED": aligned, "BLOCK": 4096,
-                  "REGION_ALIGN": REGION_ALIGN, "NONFINITE_BITS": 0x7F800000}
+                  "REGION_ALIGN": REGION_ALIGN}
     names = _prep_bucket_kernel.arg_names
     signature = {n: pointers.get(n) or scalars.get(n) or "constexpr" for n in names}
     # What Triton assumes of tensor arguments at 16-byte aligned addresses, as at run time.
