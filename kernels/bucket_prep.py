@@ -81,7 +81,7 @@ def _prep_bucket_kernel(
     # most one store; a per-element masked store of the flag cost 2 KB of shared memory for a layout
     # change and 4-5% of the time at 32M. (Testing the fp32 value before the cast against the first
     # value each dtype's cast turns into inf is 6% faster for bf16 at 32M, but with it the CPU
-    # equivalence tests crashed natively in 5 of 56 runs, against 0 of 59 without; not
+    # equivalence tests crashed natively in 5 of 56 runs, against 0 of 71 without; not
     # understood, possibly a race that a faster prep exposes: RESULTS.md, eighth session.)
     if tl.max((~(tl.abs(y.to(tl.float32)) <= 3.4028234663852886e38)).to(tl.int32), axis=0) > 0:
         tl.store(flag_ptr, 1)
