@@ -77,13 +77,18 @@ def _prep_bucket_kernel(
         x = tl.load(src + offs, mask=offs < src_left, other=0.0, eviction_policy="evict_first")
     # fp32 math always: the interpreter's bf16 arithmetic is wrong, and fp32 keeps the factor exact.
     y = (x.to(tl.float32) * factor).to(bucket_ptr.dtype.element_ty)
-    # Not finite <=> not (|y| <= max fp32): NaN fails every comparison. One block-wide "any" and at
-    # most one store; a per-element masked store of the flag cost 2 KB of shared memory for a layout
-    # change and 4-5% of the time at 32M. (Testing the fp32 value before the cast against the first
-    # value each dtype's cast turns into inf is 6% faster for bf16 at 32M, but with it the CPU
-    # equivalence tests crashed natively in 5 of 56 runs, against 0 of 71 without; not
-    # understood, possibly a race that a faster prep exposes: RESULTS.md, eighth session.)
-    if tl.max((~(tl.abs(y.to(tl.float32)) <= 3.4028234663852886e38)).to(tl.int32), axis=0) > 0:
+    # Not finite <=> the magnitude bits of the written value are inf's or above (every NaN): one
+    # integer max over the bit patterns. Casting y back to fp32 for a float test instead cost
+    # bf16 5% at 32M (a per-element store of the flag: 2 KB of shared memory and 4-5% more).
+    # The written value, not the fp32 one before the cast: the interpreter's fp32 -> bf16 cast
+    # truncates where the GPU's rounds, and the flag must say what the bucket holds.
+    if y.dtype.is_fp16():
+        magnitude, inf_bits = y.to(tl.int16, bitcast=True) & 0x7FFF, 0x7C00
+    elif y.dtype.is_bf16():
+        magnitude, inf_bits = y.to(tl.int16, bitcast=True) & 0x7FFF, 0x7F80
+    else:
+        magnitude, inf_bits = y.to(tl.int32, bitcast=True) & 0x7FFFFFFF, 0x7F800000
+    if tl.max(magnitude, axis=0) >= inf_bits:
         tl.store(flag_ptr, 1)
 
     if dst_left == BLOCK:
