@@ -210,7 +210,7 @@ def prep_bucket(
         return
     # Everything else Triton specialises the compiled kernel on: pointer dtypes, constexprs,
     # warps and the integer argument (== 1, multiple of 16).
-    key = (bucket.device.index, bucket.dtype, chunks.dtype, meta, num_warps, plan.int_key)
+    key = (bucket.device.index, bucket.dtype, flag.dtype, chunks.dtype, tensors[-1].dtype, meta, num_warps, plan.int_key)
     launch = _COMPILED.get(key)
     if launch is None:
         _COMPILED[key] = _DirectLaunch(_launch_jit(grid, tensors, scalars, meta, num_warps))
