@@ -77,11 +77,11 @@ def _prep_bucket_kernel(
         x = tl.load(src + offs, mask=offs < src_left, other=0.0, eviction_policy="evict_first")
     # fp32 math always: the interpreter's bf16 arithmetic is wrong, and fp32 keeps the factor exact.
     y = (x.to(tl.float32) * factor).to(bucket_ptr.dtype.element_ty)
-    # Not finite <=> the magnitude bits of the written value are inf's or above (every NaN): one
-    # integer max over the bit patterns. Casting y back to fp32 for a float test instead cost
-    # bf16 5% at 32M (a per-element store of the flag: 2 KB of shared memory and 4-5% more).
-    # The written value, not the fp32 one before the cast: the interpreter's fp32 -> bf16 cast
-    # truncates where the GPU's rounds, and the flag must say what the bucket holds.
+    # Not finite <=> the written value's magnitude bits are inf's or above (NaNs lie above): one
+    # integer max per block and at most one store. The written value, not the fp32 one before
+    # the cast, keeps the GPU and the interpreter alike (the interpreter's fp32 -> bf16 cast
+    # truncates where the GPU's rounds). A float test on y cast back to fp32 cost bf16 5% at
+    # 32M; a per-element masked store of the flag, 2 KB of shared memory and 4-5%.
     if y.dtype.is_fp16():
         magnitude, inf_bits = y.to(tl.int16, bitcast=True) & 0x7FFF, 0x7C00
     elif y.dtype.is_bf16():
@@ -233,7 +233,7 @@ class _DirectLaunch:
 
     Triton's ``compiled[grid](...)`` builds a closure and launch metadata, calls two empty hook
     chains and looks up ``data_ptr`` per tensor: on one H200 machine 9.5-13.7 us of host time a
-    launch, this 5-6 us (a torch kernel launch there: 9-11 us). Launch hooks (profilers such as
+    launch, this 5-8 us (a torch kernel launch there: 9-11 us). Launch hooks (profilers such as
     proton) are honoured: while any is installed, launches go through Triton's path.
     """
 
