@@ -201,8 +201,7 @@ def prep_bucket(
     if not bucket.is_cuda:  # Triton interpreter: nothing compiled to cache
         _launch_jit(grid, tensors, scalars, meta, num_warps)
         return
-    addresses = [t.data_ptr() for t in tensors]
-    b, f, t, r, c, d = addresses
+    b, f, t, r, c, d = (x.data_ptr() for x in tensors)
     if (b | f | t | r | c | d) % 16:
         # Triton specialises each pointer on its own alignment; rare (a bucket that is a view
         # at an odd offset): not cached, Triton's own cache finds the kernel.

@@ -45,8 +45,9 @@ def run_ranks(world_size: int, fn, *args, backend: str = "gloo", retry_native_cr
 
     A rank killed by SIGABRT or SIGSEGV is retried once, with a warning, unless
     ``retry_native_crash`` is off: the gloo CPU runs abort now and then with glibc's heap-corruption
-    checks (about 1 in 20 runs of the equivalence cases; not traced yet, see RESULTS.md, ninth
-    session). A Python error on any rank, wrong results and a second crash still fail.
+    checks (2 of about 8 fresh-clone CI runs over the eighth and ninth sessions; not traced yet,
+    see RESULTS.md, ninth session). A Python error on any rank, wrong results and a second crash
+    still fail.
     """
     try:
         return _run_ranks_once(world_size, fn, args, backend)
