@@ -76,7 +76,7 @@ def full_masters(opt: ZeroOptimizer) -> dict[int, torch.Tensor]:
 def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, use_all: bool = True,
              grad_scale: float = 1.0, lr: float | None = None, device: str = "cpu", reduce_dtype: str | None = None,
              accum: int = 1, clip: float | None = None, fused: bool = False, bad_step: int | None = None,
-             overlap_gather: bool = False) -> dict:
+             overlap_gather: bool = False, reduce_transport: str = "collective") -> dict:
     """Train ``steps`` steps on this rank and on the reference; return the relative update error.
 
     ``accum`` micro-batches per step (all but the last under ``no_sync``), ``clip`` a global
@@ -92,7 +92,8 @@ def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, u
     ref = copy.deepcopy(model).double()  # starts from the same (rounded) values
     ref_opt = _optimizer(opt_name, ref, lr, fused=False)
     opt = ZeroOptimizer(model, _optimizer(opt_name, model, lr, fused), bucket_size=bucket_size,
-                        reduce_dtype=DTYPES[reduce_dtype] if reduce_dtype else None, overlap_param_gather=overlap_gather)
+                        reduce_dtype=DTYPES[reduce_dtype] if reduce_dtype else None, overlap_param_gather=overlap_gather,
+                        reduce_transport=reduce_transport)
     start = {id(p): q.detach().clone() for p, q in zip(model.parameters(), ref.parameters())}
 
     gen = torch.Generator().manual_seed(99)

@@ -54,8 +54,8 @@ def tolerance(case: dict) -> float:
     return max(TOLERANCE[case["opt_name"], d] for d in dtypes)
 
 
-def all_cases(device: str = "cpu") -> dict[str, dict]:
-    return {name: run_case(**kw, device=device) for name, kw in CASES.items()}
+def all_cases(device: str = "cpu", reduce_transport: str = "collective") -> dict[str, dict]:
+    return {name: run_case(**kw, device=device, reduce_transport=reduce_transport) for name, kw in CASES.items()}
 
 
 @functools.cache

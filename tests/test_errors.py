@@ -59,6 +59,25 @@ def test_second_backward_before_step():
     opt.step()
 
 
+def test_unknown_reduce_transport():
+    model = _mlp(3, 4)
+    with pytest.raises(ValueError, match="reduce_transport must be one of"):
+        ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), reduce_transport="nvlink")
+
+
+def _copy_engine_on_cpu():
+    model = _mlp(3, 4)
+    try:
+        ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), reduce_transport="copy_engine")
+    except ValueError as e:
+        return str(e)
+    return "no error"
+
+
+def test_copy_engine_transport_needs_cuda():
+    assert all("needs CUDA" in m for m in run_ranks(2, _copy_engine_on_cpu))
+
+
 def _build_with_rank_dependent_shape():
     import torch.distributed as dist
 

@@ -30,18 +30,18 @@ def _model(dtype: torch.dtype) -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(37, 128), torch.nn.Tanh(), torch.nn.Linear(128, 5)).to(dtype)
 
 
-def _optimizer(model: torch.nn.Module, dtype: torch.dtype, reduce_dtype: torch.dtype | None = None) -> ZeroOptimizer:
+def _optimizer(model: torch.nn.Module, dtype: torch.dtype, reduce_dtype: torch.dtype | None, transport: str) -> ZeroOptimizer:
     # fp16 sums keep the loss scale: 1.0 leaves the shards comparable. Other dtypes without a
     # scaler, so that no loss scale divides their gradients before the reduction.
     return ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=100, reduce_dtype=reduce_dtype,
-                         loss_scale=1.0 if dtype == torch.float16 else None)
+                         loss_scale=1.0 if dtype == torch.float16 else None, reduce_transport=transport)
 
 
 def _inputs(rank: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.randn(7, 37, generator=torch.Generator().manual_seed(100 + rank)).to(dtype)
 
 
-def _reduce(dtype_name: str, reduce_name: str | None, device: str) -> dict:
+def _reduce(dtype_name: str, reduce_name: str | None, device: str, transport: str) -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
     dtype = DTYPES[dtype_name]
     model = _model(dtype).to(device)
@@ -57,7 +57,7 @@ def _reduce(dtype_name: str, reduce_name: str | None, device: str) -> dict:
 
     for p in model.parameters():  # registered first: runs before the optimizer takes the gradient
         p.register_post_accumulate_grad_hook(capture)
-    opt = _optimizer(model, dtype, DTYPES[reduce_name] if reduce_name else None)
+    opt = _optimizer(model, dtype, DTYPES[reduce_name] if reduce_name else None, transport)
     calls = {}  # reduce-scatter output address -> (input address, average)
     reduce_scatter = tritonzero.bucket.reduce_scatter
 
@@ -71,6 +71,7 @@ def _reduce(dtype_name: str, reduce_name: str | None, device: str) -> dict:
         opt.finish_grad_sync()
     finally:
         tritonzero.bucket.reduce_scatter = reduce_scatter
+    opt._prepare_grads()  # the fp32 master gradients the step takes (the copy-engine transport sums here)
 
     ref_grads = dict(zip(model.parameters(), (q.grad.reshape(-1) for q in ref.parameters())))
     out = []
@@ -79,17 +80,18 @@ def _reduce(dtype_name: str, reduce_name: str | None, device: str) -> dict:
         for p, off, n in zip(b.params, b.layout.offsets, b.layout.numels):
             full[off : off + n] = ref_grads[p]
         want = full[slice(*b.layout.shard_range(rank))]
-        err = ((b.grad_shard.cpu().double() - want).norm() / full.norm()).item()  # a shard may be all padding
+        err = ((b.master.grad.cpu().double() - want).norm() / full.norm()).item()  # a shard may be all padding
         scaled = [torch.equal(seen[p][0], (seen[p][1].float() / world).to(dtype)) for p in b.params]
         untouched = [torch.equal(seen[p][0], seen[p][1]) for p in b.params]
-        sent, average = calls[b.grad_shard.data_ptr()]
+        sent, average = calls.get(b.grad_shard.data_ptr(), (None, False))
         out.append({"params": len(b.params), "padded": b.layout.padded_numel, "numel": sum(b.layout.numels),
                     "rel_err": err, "scaled": scaled, "untouched": untouched, "average": average,
+                    "collective": b.grad_shard.data_ptr() in calls, "transport": transport,
                     "from_grad": sent == seen[b.params[0]][0].data_ptr(), "nccl": dist.get_backend() == "nccl"})
     return out
 
 
-def _nonfinite(dtype_name: str, device: str) -> bool:
+def _nonfinite(dtype_name: str, device: str, transport: str) -> bool:
     """One inf on the last rank only, in the gradient that fits its bucket exactly on 2 ranks
     (``inp.weight``, whose element 0 is in rank 0's shard). True when every parameter kept its
     value: the step must be skipped on every rank, though on NCCL no prep kernel saw the inf."""
@@ -102,7 +104,7 @@ def _nonfinite(dtype_name: str, device: str) -> bool:
 
     if rank == world - 1:  # registered first: runs before the optimizer takes the gradient
         model[0].weight.register_post_accumulate_grad_hook(poison)
-    opt = _optimizer(model, dtype)
+    opt = _optimizer(model, dtype, None, transport)
     before = [p.detach().clone() for p in model.parameters()]
     opt.backward(model(_inputs(rank, dtype).to(device)).square().mean())
     opt.step()
@@ -112,9 +114,9 @@ def _nonfinite(dtype_name: str, device: str) -> bool:
 REDUCE = {"same-dtype": None, "reduce-fp32": "fp32"}
 
 
-def every_case(device: str = "cpu") -> dict:
-    out = {f"{d}-{r}": _reduce(d, reduce_name, device) for d in DTYPES for r, reduce_name in REDUCE.items()}
-    return out | {f"nonfinite-{d}": _nonfinite(d, device) for d in DTYPES}
+def every_case(device: str = "cpu", transport: str = "collective") -> dict:
+    out = {f"{d}-{r}": _reduce(d, reduce_name, device, transport) for d in DTYPES for r, reduce_name in REDUCE.items()}
+    return out | {f"nonfinite-{d}": _nonfinite(d, device, transport) for d in DTYPES}
 
 
 @functools.cache
@@ -125,7 +127,8 @@ def _results(world_size: int) -> list[dict]:
 
 def check(world_size: int, per_rank: list[dict], dtype_name: str, reduce_id: str) -> None:
     """Every shard matches the reference; exactly the fitting gradients were the collective's
-    input, scaled in place by prep (gloo) or by the collective (NCCL, 2 ranks)."""
+    input, scaled in place by prep (gloo) or by the collective (NCCL, 2 ranks). The copy-engine
+    transport calls no collective and scales no gradient in place (its step applies the factor)."""
     reduce_name = REDUCE[reduce_id]
     in_place_seen = False
     for rank_results in per_rank:
@@ -135,6 +138,9 @@ def check(world_size: int, per_rank: list[dict], dtype_name: str, reduce_id: str
             assert b["rel_err"] < max(TOLERANCE[dtype_name], TOLERANCE[reduce_name or dtype_name]), b
             exact = b["params"] == 1 and b["numel"] == b["padded"] and reduce_name in (None, dtype_name)
             in_place_seen |= exact
+            if b["transport"] == "copy_engine":
+                assert not b["collective"] and all(b["untouched"]), b
+                continue
             assert b["from_grad"] == exact, b
             in_collective = exact and b["nccl"] and world_size & (world_size - 1) == 0
             assert b["average"] == in_collective, b

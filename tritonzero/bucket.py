@@ -12,7 +12,8 @@ On CUDA, per bucket and per step (``ready`` and ``done`` are the bucket's two ev
 A bucket whose one gradient is its own send buffer may skip the prep kernel on NCCL: the
 reduce-scatter reads the gradient and averages as it reads (``issue``). The comm stream waits
 on ``ready`` alone; the compute stream waits on ``done`` only in ``finish_grad_sync`` (before
-the step) or when too many buckets are in flight (back-pressure).
+the step) or when too many buckets are in flight (back-pressure). With the copy-engine
+transport (copy_engine.py) copies on the comm stream take the reduce-scatter's place.
 ``mark_ready`` runs on backward's thread; ``issue`` runs on the comm thread (launcher.py), whose
 current stream is the comm stream. Without CUDA there are no streams: the prep kernel runs in
 the comm thread (Triton interpreter) and the reduce-scatter runs async until ``wait``.
@@ -21,6 +22,7 @@ the comm thread (Triton interpreter) and the reduce-scatter runs async until ``w
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -29,6 +31,9 @@ from tritonzero.collectives import reduce_scatter
 from tritonzero.kernels import BucketPrepPlan, SourceTable, prep_bucket
 from tritonzero.layout import BucketLayout
 from tritonzero.timeline import Timeline, marker
+
+if TYPE_CHECKING:
+    from tritonzero.copy_engine import CopyEngineReduce
 
 __all__ = ["Bucket"]
 
@@ -118,6 +123,7 @@ class Bucket:
         timeline: Timeline | None = None,
         divisor: torch.Tensor | None = None,
         average_in_collective: bool = False,
+        transport: CopyEngineReduce | None = None,
     ) -> None:
         """On the comm thread (current stream: comm): prep the bucket (gradients times ``factor``,
         divided by the device scalar ``divisor`` if given; missing gradients read as zeros) and
@@ -127,7 +133,10 @@ class Bucket:
         a gradient that is its own send buffer and needs only ``factor`` is not prepped at all;
         the reduce-scatter multiplies it by ``factor`` as it reads it. Its non-finite values
         then reach the overflow flag through the reduced shard, which ``MasterGrads`` checks
-        before the step: a sum with a non-finite term is not finite."""
+        before the step: a sum with a non-finite term is not finite.
+
+        ``transport`` (copy_engine.py): copies instead of the collective; such a gradient is
+        not prepped either, and ``MasterGrads`` multiplies the sum by ``factor`` in the step."""
         mark = marker(timeline)
         if self._cuda:
             stream = self._current_stream()
@@ -141,7 +150,7 @@ class Bucket:
         # on an event recorded on the compute stream after that step.
         self.grad_shard = torch.empty(self.layout.shard_numel, dtype=self.reduce_dtype, device=self.param_buffer.device)
         bucket, in_place = (self.grad_shard, False) if solo else self._send_buffer()
-        average = in_place and divisor is None and average_in_collective
+        average = in_place and divisor is None and (average_in_collective or transport is not None)
         if not average:
             mark("comm", f"prep b{self.index} start")
             self._sources = self.plan.source_table(self.grads, previous=self._sources)
@@ -155,7 +164,11 @@ class Bucket:
             # stream after it (one event query instead of a record_stream per gradient).
             self._held = [g for g in self.grads if g is not None]
         self.grads = [None] * len(self.params)
-        if not solo:
+        if not solo and transport is not None:
+            mark("comm", f"reduce-scatter b{self.index} start")
+            transport.push(self, bucket)
+            mark("comm", f"reduce-scatter b{self.index} end")
+        elif not solo:
             mark("comm", f"reduce-scatter b{self.index} start")
             work = reduce_scatter(self.grad_shard, bucket, group, average)
             if self._cuda:
@@ -176,10 +189,16 @@ class Bucket:
         before it is written, by the same thread). Either way no bucket-sized buffer is allocated
         while backward's activations are alive: with a 1e6 bucket size a large weight's bucket is
         32 MiB, allocated at backward's peak."""
-        grad = self.grads[0] if len(self.grads) == 1 else None
-        if grad is not None and grad.dtype == self.reduce_dtype and grad.numel() == self.layout.padded_numel:
+        grad = self.grads[0] if self.fits_exactly else None
+        if grad is not None:
             return grad.view(-1), True
         return torch.empty_like(self.param_buffer, dtype=self.reduce_dtype), False
+
+    @property
+    def fits_exactly(self) -> bool:
+        """One parameter, in the reduce dtype, filling the bucket with no padding: its gradient
+        (autograd gives a gradient its parameter's dtype) is the send buffer when it has one."""
+        return len(self.params) == 1 and self.layout.numels[0] == self.layout.padded_numel and self.reduce_dtype == self.layout.dtype
 
     def _current_stream(self) -> torch.cuda.Stream:
         # With the device index given, torch skips re-deriving the current device (environment

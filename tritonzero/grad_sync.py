@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from tritonzero.bucket import Bucket
+from tritonzero.copy_engine import CopyEngineReduce
 from tritonzero.launcher import CommLauncher
 from tritonzero.loss_scale import LossScaler
 from tritonzero.timeline import Timeline
@@ -35,6 +36,7 @@ class GradSync:
         scaler: LossScaler | None,
         max_buckets_in_flight: int,
         timeline: Timeline | None,
+        transport: CopyEngineReduce | None = None,
     ):
         self.buckets = buckets
         self.world_size = world_size
@@ -50,11 +52,23 @@ class GradSync:
         self.average_in_collective = (
             group is not None and dist.get_backend(group) == "nccl" and world_size & (world_size - 1) == 0
         )
+        self.transport = transport
         self.accumulating = False
         self._slot_of = {id(p): (b, i) for b in buckets for i, p in enumerate(b.params)}
         self._in_flight: collections.deque[Bucket] = collections.deque()  # launched, maybe unfinished
         self._callback_queued = False
         remove_with(self, [p.register_post_accumulate_grad_hook(weak_call(self._on_grad)) for b in buckets for p in b.params])
+
+    def pending_factor(self, bucket: Bucket) -> float:
+        """What the step must still multiply ``bucket``'s sum by: 1 / world size for a gradient
+        that is its own send buffer and was not prepped (``Bucket.issue``) when the copy-engine
+        transport carried it; 1.0 otherwise (prep or the collective applied it)."""
+        deferred = self.transport is not None and bucket.fits_exactly and self._divisor(bucket) is None
+        return 1.0 / self.world_size if deferred else 1.0
+
+    def _divisor(self, bucket: Bucket) -> torch.Tensor | None:
+        """The loss scale, where prep must divide ``bucket``'s gradients by it before the sum."""
+        return None if self.scaler is None or self.keeps_scale(bucket) else self.scaler.scale
 
     def keeps_scale(self, bucket: Bucket) -> bool:
         """fp16 sums keep the loss scale (unscaled fp16 gradients near 1e-7 would underflow) and
@@ -93,9 +107,9 @@ class GradSync:
             oldest.issued.wait()
             oldest.wait()
         bucket.mark_ready(self.timeline)
-        divisor = None if self.scaler is None or self.keeps_scale(bucket) else self.scaler.scale
-        flag, group, timeline, average = self.flag, self.group, self.timeline, self.average_in_collective
-        self.launcher.submit(lambda: bucket.issue(1.0 / self.world_size, flag, group, timeline, divisor, average))
+        divisor = self._divisor(bucket)
+        flag, group, timeline, average, transport = self.flag, self.group, self.timeline, self.average_in_collective, self.transport
+        self.launcher.submit(lambda: bucket.issue(1.0 / self.world_size, flag, group, timeline, divisor, average, transport))
         self._in_flight.append(bucket)
 
     def launch_remaining(self) -> None:
@@ -115,7 +129,10 @@ class GradSync:
             self._launch(bucket)
 
     def finish(self) -> None:
-        """Make the current stream wait for every bucket's reduce-scatter (no host sync on CUDA)."""
+        """Make the current stream wait for every bucket's reduce-scatter (no host sync on CUDA).
+
+        With the copy-engine transport, for every peer's copies into this rank's slots; the sums
+        are then made by ``sum_received``."""
         self.launch_remaining()
         self.launcher.drain()  # host waits for the comm thread to *issue* the work, not for the GPU
         try:
@@ -126,6 +143,13 @@ class GradSync:
                 "tritonzero: gradient sync failed; another rank may have failed, left, or built a different model"
             ) from e
         self._in_flight.clear()
+        if self.transport is not None:
+            self.transport.wait_for_peers()
+
+    def sum_received(self) -> None:
+        """After ``finish``: add the peers' parts into every bucket's shard (copy-engine transport only)."""
+        if self.transport is not None:
+            self.transport.add_received(self.buckets)
 
     def reset(self) -> None:
         """Wait for anything launched, then forget this step's gradients and overflow flag."""
@@ -136,3 +160,5 @@ class GradSync:
         self._in_flight.clear()
         self._callback_queued = False  # a backward that raised never ran its queued callback
         self.flag.zero_()
+        if self.transport is not None:
+            self.transport.reset()

@@ -2,7 +2,7 @@
 
 After the reduce-scatters each bucket holds its reduced shard in the reduce dtype; the wrapped
 optimizer steps fp32 masters and needs fp32 gradients. For 16-bit shards, one prep-kernel launch
-per dtype reads every bucket's shard through its address table and writes one flat fp32 buffer,
+per dtype (and per factor still to apply, see ``GradSync.pending_factor``) reads every bucket's shard through its address table and writes one flat fp32 buffer,
 divided by the loss scale where the sum kept it, raising the overflow flag on any non-finite
 value; each ``master.grad`` is a view of that buffer::
 
@@ -28,20 +28,25 @@ __all__ = ["MasterGrads"]
 
 
 class MasterGrads:
-    """Static plans (one per 16-bit reduce dtype) that turn reduced shards into ``master.grad``."""
+    """Static plans (one per 16-bit reduce dtype and factor) that turn reduced shards into ``master.grad``."""
 
-    def __init__(self, buckets: list[Bucket], device: torch.device):
-        by_dtype: dict[torch.dtype, list[Bucket]] = {}
+    def __init__(self, buckets: list[Bucket], device: torch.device, factor_of: Callable[[Bucket], float] = lambda b: 1.0):
+        """``factor_of(bucket)``: what its reduced shard must still be multiplied by (1.0 unless a
+        transport left the averaging to the step)."""
+        groups: dict[tuple[torch.dtype, float], list[Bucket]] = {}
         for b in buckets:
-            by_dtype.setdefault(b.reduce_dtype, []).append(b)
-        self._fp32 = by_dtype.pop(torch.float32, [])
-        self._one = torch.ones((), device=device)
-        self._passes: list[tuple[list[Bucket], list[int], BucketPrepPlan]] = []
-        self._sources: dict[torch.dtype, SourceTable] = {}
-        for group in by_dtype.values():
+            groups.setdefault((b.reduce_dtype, factor_of(b)), []).append(b)
+        self._fp32 = [
+            (group, torch.full((), factor, device=device)) for (dtype, factor), group in groups.items() if dtype == torch.float32
+        ]
+        self._passes: list[tuple[list[Bucket], list[int], BucketPrepPlan, float]] = []
+        self._sources: dict[int, SourceTable] = {}  # per pass
+        for (dtype, factor), group in groups.items():
+            if dtype == torch.float32:
+                continue
             numels = [b.layout.shard_numel for b in group]  # multiples of SHARD_ALIGN: aligned offsets
             offsets = [0, *itertools.accumulate(numels)][:-1]
-            self._passes.append((group, offsets, BucketPrepPlan.build(numels, offsets, sum(numels), device)))
+            self._passes.append((group, offsets, BucketPrepPlan.build(numels, offsets, sum(numels), device), factor))
 
     def build(
         self, flag: torch.Tensor, scale: torch.Tensor | None, keeps_scale: Callable[[Bucket], bool]
@@ -49,18 +54,18 @@ class MasterGrads:
         """Set every bucket's ``master.grad`` (on the current stream) and return the local overflow
         flag as fp32 (1.0: some value not finite), on top of ``flag`` (int32, raised by the prep
         kernels of backward). ``keeps_scale(bucket)``: its sum still carries ``scale``."""
-        for group, offsets, plan in self._passes:
+        for i, (group, offsets, plan, factor) in enumerate(self._passes):
             dtype = group[0].reduce_dtype
             # Allocated per step and freed with the last view after the step: no memory during backward.
             flat = torch.empty(sum(plan.numels), dtype=torch.float32, device=flag.device)
-            self._sources[dtype] = plan.source_table([b.grad_shard for b in group], previous=self._sources.get(dtype))
-            prep_bucket(plan, self._sources[dtype], flat, flag, 1.0, dtype, scale if keeps_scale(group[0]) else None)
+            self._sources[i] = plan.source_table([b.grad_shard for b in group], previous=self._sources.get(i))
+            prep_bucket(plan, self._sources[i], flat, flag, factor, dtype, scale if keeps_scale(group[0]) else None)
             for b, off, n in zip(group, offsets, plan.numels):
                 b.master.grad = flat[off : off + n]
         found_inf = flag.float()
-        if self._fp32:
-            for b in self._fp32:
+        for group, factor in self._fp32:
+            for b in group:
                 b.master.grad = b.grad_shard
-            # fp32 sums never keep the scale (keeps_scale is fp16 only): a check, and a multiply by one.
-            torch._amp_foreach_non_finite_check_and_unscale_([b.master.grad for b in self._fp32], found_inf, self._one)
+            # fp32 sums never keep the scale (keeps_scale is fp16 only): a check, and a multiply by the factor.
+            torch._amp_foreach_non_finite_check_and_unscale_([b.master.grad for b in group], found_inf, factor)
         return found_inf

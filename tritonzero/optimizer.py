@@ -26,6 +26,7 @@ import torch.distributed as dist
 
 from tritonzero.bucket import Bucket
 from tritonzero.checks import check_params, check_same_on_all_ranks, optimizer_group_of
+from tritonzero.copy_engine import TRANSPORTS, CopyEngineReduce
 from tritonzero.grad_sync import GradSync
 from tritonzero.launcher import CommLauncher
 from tritonzero.layout import plan_buckets
@@ -71,6 +72,11 @@ class ZeroOptimizer(torch.optim.Optimizer):
             module's forward runs (shared across modules, read by hand) needs
             ``opt.finish_param_sync()`` first.
         trace: record a per-bucket CUDA-event timeline in ``opt.timeline`` (see timeline.py).
+        reduce_transport: ``"collective"`` (default): one reduce-scatter of the process group per
+            bucket. ``"copy_engine"`` (CUDA, the GPUs of one node with peer access): each bucket's
+            slices are copied into the peers' receive buffers by copy engines, with no SM taken
+            from backward, and summed in the step (copy_engine.py); costs (world size - 1) x the
+            gradient shard of memory outside torch's caching allocator.
     """
 
     def __init__(
@@ -87,7 +93,10 @@ class ZeroOptimizer(torch.optim.Optimizer):
         step_chunks: int = 2,
         overlap_param_gather: bool = False,
         trace: bool = False,
+        reduce_transport: str = "collective",
     ):
+        if reduce_transport not in TRANSPORTS:
+            raise ValueError(f"tritonzero: reduce_transport must be one of {TRANSPORTS}, got {reduce_transport!r}")
         if step_chunks < 1:
             raise ValueError(f"tritonzero: step_chunks must be at least 1, got {step_chunks}")
         if process_group is None and dist.is_available() and dist.is_initialized():
@@ -126,16 +135,21 @@ class ZeroOptimizer(torch.optim.Optimizer):
             grad_group = dist.new_group(
                 dist.get_process_group_ranks(process_group), backend="nccl", pg_options=options, use_local_synchronization=True
             )
+        transport = None
+        if reduce_transport == "copy_engine" and self.world_size > 1:
+            if not cuda:
+                raise ValueError("tritonzero: reduce_transport='copy_engine' needs CUDA parameters")
+            transport = CopyEngineReduce(self.buckets, process_group, self.rank, self.world_size)
         self.sync = GradSync(
             self.buckets, self.world_size, grad_group, CommLauncher(device, comm_stream), self.scaler,
-            max_buckets_in_flight, self.timeline,
+            max_buckets_in_flight, self.timeline, transport,
         )
         # Overlapped all-gathers share the reduce-scatters' communicator: NCCL runs one
         # communicator's collectives in issue order on one stream, so an all-gather still in
         # flight behind the next forward never runs beside a reduce-scatter of another one.
         gather_group = grad_group if overlap_param_gather else process_group
         self._gather = ParamGather(model, self.buckets, gather_group, overlap_param_gather, self.timeline, step_chunks)
-        self._master_grads = MasterGrads(self.buckets, device)
+        self._master_grads = MasterGrads(self.buckets, device, self.sync.pending_factor)
         self._found_inf: torch.Tensor | None = None  # this step's agreed overflow flag, once known
 
         inner_groups = []
@@ -193,6 +207,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
             # read; and the all-reduce below must not run beside them on another communicator.
             self.finish_param_sync()
             self.sync.finish()
+            self.sync.sum_received()
             scale = self.scaler.scale if self.scaler is not None else None
             found_inf = self._master_grads.build(self.sync.flag, scale, self.sync.keeps_scale)
         else:

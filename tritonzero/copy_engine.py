@@ -1,0 +1,103 @@
+"""Reduce-scatter by copy-engine pushes between the GPUs of one node (``reduce_transport="copy_engine"``).
+
+NCCL's reduce-scatter runs as SM kernels beside backward; backward's persistent GEMMs then wait
+for the SMs they hold (on 2 x H200 its GEMMs ran 1.45 ms longer a step). A copy engine moves
+the same bytes with no SM. Each rank owns a receive buffer in symmetric memory with one slot
+per (bucket, peer); when a bucket is ready, the comm stream copies every peer's slice of it
+into that peer's slot on that peer (a peer-to-peer ``cudaMemcpyAsync``: copy engines over
+NVLink) and its own slice into ``grad_shard``. Nothing waits per bucket. The sum is left to the
+step, where it costs one elementwise pass over the shard::
+
+    rank 0  comm   ..[prep b3][copy slice 1 -> rank 1's slot b3][copy slice 0 -> grad_shard b3]..
+    rank 1  comm   ..[prep b3][copy slice 0 -> rank 0's slot b3][copy slice 1 -> grad_shard b3]..
+    finish_grad_sync: compute waits for its own copies, then a barrier: every peer's have landed
+    step:   grad_shard += slots (every peer's), then the master-gradient pass
+
+Memory: the slots stay allocated, (world size - 1) x the shard in the reduce dtype, outside
+torch's caching allocator (``torch.cuda.max_memory_allocated`` does not count them).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from tritonzero.bucket import Bucket
+
+__all__ = ["CopyEngineReduce", "TRANSPORTS"]
+
+TRANSPORTS = ("collective", "copy_engine")
+
+_SLOT_ALIGN = 256  # bytes: every slot starts where any dtype's vector loads are aligned
+# A peer that never arrives (it failed mid-step) makes the barrier kernel trap after this long,
+# which fails this process's next CUDA call instead of hanging it; NCCL's watchdog default.
+_BARRIER_TIMEOUT_MS = 600_000
+
+
+class CopyEngineReduce:
+    """The receive slots of ``buckets`` on this rank, and the peers' slots this rank writes."""
+
+    def __init__(self, buckets: list[Bucket], group: dist.ProcessGroup, rank: int, world_size: int):
+        import torch.distributed._symmetric_memory as symm_mem
+
+        self.rank, self.world_size = rank, world_size
+        # One layout on every rank: slot (b, j) holds sender j's slice, j counting the peers in
+        # rank order (the receiver left out), so every rank computes the same offsets.
+        self._offsets: dict[tuple[int, int], int] = {}
+        total = 0
+        for b in buckets:
+            for j in range(world_size - 1):
+                self._offsets[b.index, j] = total
+                total += -(-b.layout.shard_numel * b.reduce_dtype.itemsize // _SLOT_ALIGN) * _SLOT_ALIGN
+        device = buckets[0].param_buffer.device
+        self.nbytes = max(total, 1)  # this rank's slots: memory torch's caching allocator does not count
+        self._buffer = symm_mem.empty(self.nbytes, dtype=torch.uint8, device=device)
+        try:
+            self._handle = symm_mem.rendezvous(self._buffer, group)
+        except RuntimeError as e:
+            raise RuntimeError(
+                "tritonzero: reduce_transport='copy_engine' needs every rank's GPU mapped by every other "
+                "(one node, peer access); use the default 'collective'"
+            ) from e
+        self._peer_buffers = {
+            q: self._handle.get_buffer(q, (self.nbytes,), torch.uint8) for q in range(world_size) if q != rank
+        }
+        self._landed = False
+
+    def _slot(self, buffer: torch.Tensor, bucket: Bucket, sender: int, receiver: int) -> torch.Tensor:
+        offset = self._offsets[bucket.index, sender if sender < receiver else sender - 1]
+        nbytes = bucket.layout.shard_numel * bucket.reduce_dtype.itemsize
+        return buffer[offset : offset + nbytes].view(bucket.reduce_dtype)
+
+    def push(self, bucket: Bucket, send: torch.Tensor) -> None:
+        """On the comm stream: every peer's slice of ``send`` into its slot there, ours into ``grad_shard``.
+
+        HAZARD (overwrite): a slot is read by its owner's step (``add_received``) and written
+        again by the next backward here. Every rank's step all-reduces its overflow flag on the
+        compute stream after that read, and this backward's copies come after that all-reduce
+        (compute stream order, then the bucket's "grads ready" event): an all-reduce cannot
+        finish here before the owner's has started, after its read.
+        """
+        for q, peer_buffer in self._peer_buffers.items():
+            self._slot(peer_buffer, bucket, self.rank, q).copy_(send[slice(*bucket.layout.shard_range(q))])
+        bucket.grad_shard.copy_(send[slice(*bucket.layout.shard_range(self.rank))])
+
+    def wait_for_peers(self) -> None:
+        """On the current stream, after it waited for this rank's pushes: a barrier that every
+        rank reaches only after its own pushes, so every slot here is written. Once per step."""
+        if not self._landed:
+            # HAZARD (read-before-write): without it the step would sum slots a peer's copy
+            # engine is still writing (or has not started: peers run backward at their own pace).
+            self._handle.barrier(channel=0, timeout_ms=_BARRIER_TIMEOUT_MS)
+            self._landed = True
+
+    def add_received(self, buckets: list[Bucket]) -> None:
+        """``grad_shard += slot`` for every peer's slot, on the current stream (after ``wait_for_peers``)."""
+        shards = [b.grad_shard for b in buckets]
+        for sender in range(self.world_size):
+            if sender != self.rank:
+                torch._foreach_add_(shards, [self._slot(self._buffer, b, sender, self.rank) for b in buckets])
+        self._landed = False
+
+    def reset(self) -> None:
+        self._landed = False
