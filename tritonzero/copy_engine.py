@@ -15,6 +15,8 @@ step, where it costs one elementwise pass over the shard::
 
 Memory: the slots stay allocated, (world size - 1) x the shard in the reduce dtype, outside
 torch's caching allocator (``torch.cuda.max_memory_allocated`` does not count them).
+Measured and tested on 2 GPUs (tests/test_nccl.py); the slot layout is written for any world
+size within one node.
 """
 
 from __future__ import annotations
