@@ -42,14 +42,14 @@ class CopyEngineReduce:
     def __init__(self, buckets: list[Bucket], group: dist.ProcessGroup, rank: int, world_size: int):
         import torch.distributed._symmetric_memory as symm_mem
 
-        self.rank, self.world_size = rank, world_size
-        # One layout on every rank: slot (b, j) holds sender j's slice, j counting the peers in
-        # rank order (the receiver left out), so every rank computes the same offsets.
-        self._offsets: dict[tuple[int, int], int] = {}
+        self.rank = rank
+        # One layout on every rank: slot (b, j) holds sender j's slice of bucket b, j counting the
+        # senders in rank order with the receiver left out, so every rank computes the same offsets.
+        offsets: dict[tuple[int, int], int] = {}
         total = 0
         for b in buckets:
             for j in range(world_size - 1):
-                self._offsets[b.index, j] = total
+                offsets[b.index, j] = total
                 total += -(-b.layout.shard_numel * b.reduce_dtype.itemsize // _SLOT_ALIGN) * _SLOT_ALIGN
         device = buckets[0].param_buffer.device
         self.nbytes = max(total, 1)  # this rank's slots: memory torch's caching allocator does not count
@@ -61,15 +61,19 @@ class CopyEngineReduce:
                 "tritonzero: reduce_transport='copy_engine' needs every rank's GPU mapped by every other "
                 "(one node, peer access); use the default 'collective'"
             ) from e
-        self._peer_buffers = {
-            q: self._handle.get_buffer(q, (self.nbytes,), torch.uint8) for q in range(world_size) if q != rank
-        }
-        self._landed = False
 
-    def _slot(self, buffer: torch.Tensor, bucket: Bucket, sender: int, receiver: int) -> torch.Tensor:
-        offset = self._offsets[bucket.index, sender if sender < receiver else sender - 1]
-        nbytes = bucket.layout.shard_numel * bucket.reduce_dtype.itemsize
-        return buffer[offset : offset + nbytes].view(bucket.reduce_dtype)
+        def slot(buffer: torch.Tensor, b: Bucket, sender: int, receiver: int) -> torch.Tensor:
+            offset = offsets[b.index, sender if sender < receiver else sender - 1]
+            return buffer[offset : offset + b.layout.shard_numel * b.reduce_dtype.itemsize].view(b.reduce_dtype)
+
+        # Views made once (a view costs microseconds of host time; each step would make hundreds).
+        peers = [q for q in range(world_size) if q != rank]
+        remote = {q: self._handle.get_buffer(q, (self.nbytes,), torch.uint8) for q in peers}
+        self._outgoing = {  # bucket index -> (this rank's slot on peer q, the slice of the bucket it gets)
+            b.index: [(slot(remote[q], b, rank, q), slice(*b.layout.shard_range(q))) for q in peers] for b in buckets
+        }
+        self._incoming = [[slot(self._buffer, b, q, rank) for b in buckets] for q in peers]  # per sender, per bucket
+        self._landed = False
 
     def push(self, bucket: Bucket, send: torch.Tensor) -> None:
         """On the comm stream: every peer's slice of ``send`` into its slot there, ours into ``grad_shard``.
@@ -80,8 +84,8 @@ class CopyEngineReduce:
         (compute stream order, then the bucket's "grads ready" event): an all-reduce cannot
         finish here before the owner's has started, after its read.
         """
-        for q, peer_buffer in self._peer_buffers.items():
-            self._slot(peer_buffer, bucket, self.rank, q).copy_(send[slice(*bucket.layout.shard_range(q))])
+        for peer_slot, part in self._outgoing[bucket.index]:
+            peer_slot.copy_(send[part])
         bucket.grad_shard.copy_(send[slice(*bucket.layout.shard_range(self.rank))])
 
     def wait_for_peers(self) -> None:
@@ -94,11 +98,11 @@ class CopyEngineReduce:
             self._landed = True
 
     def add_received(self, buckets: list[Bucket]) -> None:
-        """``grad_shard += slot`` for every peer's slot, on the current stream (after ``wait_for_peers``)."""
+        """``grad_shard += slot`` for every peer's slot, on the current stream (after ``wait_for_peers``).
+        ``buckets``: the ones this transport was built for, in the same order."""
         shards = [b.grad_shard for b in buckets]
-        for sender in range(self.world_size):
-            if sender != self.rank:
-                torch._foreach_add_(shards, [self._slot(self._buffer, b, sender, self.rank) for b in buckets])
+        for slots in self._incoming:
+            torch._foreach_add_(shards, slots)
         self._landed = False
 
     def reset(self) -> None:
