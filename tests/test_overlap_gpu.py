@@ -7,6 +7,7 @@ Each bucket's collective is made artificially slow in one of two ways:
   SM, so every GEMM launched meanwhile waits for it: this delay slows compute by itself.
 - ``host``: the comm thread sleeps before it issues the collective. Nothing holds an SM; the
   collective simply starts later, as a slow network would make it finish later.
+The copy-engine transport gets the host delay before each bucket's copies ("copy-engine host").
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ def _sleep_cycles_per_ms() -> float:
     return 10**8 / start.elapsed_time(end)
 
 
-def _measure(delay_ms: float, kind: str, in_flight: int = 10**6, steps: int = 6) -> dict:
+def _measure(delay_ms: float, kind: str, transport: str, in_flight: int = 10**6, steps: int = 6) -> dict:
     """Medians per step (ms): forward, fwd+bwd (compute stream, before the sync), fwd+bwd+sync,
     and the delay the collectives got in total (``comm``: measured on the comm thread for host
-    delays, asked of the sleep kernels for GPU delays)."""
+    delays, asked of the sleep kernels for GPU delays). With the copy-engine transport the
+    delay comes before each bucket's copies instead."""
     import tritonzero.bucket as tzb
     from tritonzero import ZeroOptimizer
+    from tritonzero.copy_engine import CopyEngineReduce
 
     torch.manual_seed(0)
     width, depth = 4096, 8
@@ -45,12 +48,11 @@ def _measure(delay_ms: float, kind: str, in_flight: int = 10**6, steps: int = 6)
     x = torch.randn(8192, width, device="cuda", dtype=torch.float16)
     # One bucket per layer (weight + bias), so every bucket's collective gets the delay.
     opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=1e-6), bucket_size=width * width + width,
-                        max_buckets_in_flight=in_flight)
+                        max_buckets_in_flight=in_flight, reduce_transport=transport)
     cycles = int(delay_ms * _sleep_cycles_per_ms()) if kind == "gpu" else 0
-    real = tzb.reduce_scatter
     delayed = [0.0]  # ms of delay given this step
 
-    def slow_reduce_scatter(out, inp, group, average=False):
+    def delay():
         if kind == "gpu":
             torch.cuda._sleep(cycles)  # on the comm stream: the collective starts this much later
             delayed[0] += delay_ms
@@ -58,9 +60,16 @@ def _measure(delay_ms: float, kind: str, in_flight: int = 10**6, steps: int = 6)
             t = time.perf_counter()
             time.sleep(delay_ms / 1e3)  # on the comm thread: the collective is issued this much later
             delayed[0] += (time.perf_counter() - t) * 1e3
-        return real(out, inp, group, average)
 
-    tzb.reduce_scatter = slow_reduce_scatter
+    # The collective the comm thread issues per bucket, and its stand-in with the delay first.
+    owner, name = (CopyEngineReduce, "push") if transport == "copy_engine" else (tzb, "reduce_scatter")
+    real = getattr(owner, name)
+
+    def slow(*args, **kwargs):
+        delay()
+        return real(*args, **kwargs)
+
+    setattr(owner, name, slow)
     rows = []
     for i in range(steps + 2):
         e0, ef, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(4))
@@ -77,23 +86,23 @@ def _measure(delay_ms: float, kind: str, in_flight: int = 10**6, steps: int = 6)
             rows.append((e0.elapsed_time(ef), e0.elapsed_time(e1), e0.elapsed_time(e2), delayed[0]))
         opt.step()
         opt.zero_grad()
-    tzb.reduce_scatter = real
+    setattr(owner, name, real)
     med = [sorted(col)[len(col) // 2] for col in zip(*rows)]
     return {"forward": med[0], "compute": med[1], "total": med[2], "comm": med[3], "buckets": len(opt.buckets)}
 
 
-def _overlap_case() -> dict:
-    base = _measure(0.0, "none")
+def _overlap_case(transport: str, kinds: list[str]) -> dict:
+    base = _measure(0.0, "none", transport)
     per_bucket = (base["compute"] - base["forward"]) / base["buckets"]  # comm about as long as backward
     out = {}
-    for kind in KINDS:
+    for kind in kinds:
         out[kind] = {
             "base": base,
-            "slow": _measure(per_bucket, kind),
+            "slow": _measure(per_bucket, kind, transport),
             # One bucket in flight: compute waits for the previous bucket's collective before
             # the next bucket launches (DeepSpeed's schedule); printed for comparison.
-            "serial": _measure(per_bucket, kind, in_flight=1),
-            "very_slow": _measure(4 * per_bucket, kind),
+            "serial": _measure(per_bucket, kind, transport, in_flight=1),
+            "very_slow": _measure(4 * per_bucket, kind, transport),
         }
     return out
 
@@ -109,12 +118,20 @@ GPU_SLEEP_XFAIL = pytest.mark.xfail(
 
 @pytest.fixture(scope="module")
 def overlap():
-    return run_ranks(2, _overlap_case, backend="nccl")
+    return run_ranks(2, _overlap_case, "collective", KINDS, backend="nccl")
 
 
-@pytest.mark.parametrize("kind", ["host", pytest.param("gpu", marks=GPU_SLEEP_XFAIL)])
-def test_slow_comm_costs_max_not_sum(overlap, kind):
-    for r in overlap:
+@pytest.fixture(scope="module")
+def overlap_copy_engine():
+    """The copy-engine transport with the host delay (no SM held by the delay)."""
+    return run_ranks(2, _overlap_case, "copy_engine", ["host"], backend="nccl")
+
+
+@pytest.mark.parametrize("kind", ["host", pytest.param("gpu", marks=GPU_SLEEP_XFAIL), "copy-engine host"])
+def test_slow_comm_costs_max_not_sum(request, kind):
+    runs = request.getfixturevalue("overlap_copy_engine" if kind.startswith("copy-engine") else "overlap")
+    kind = kind.split()[-1]
+    for r in runs:
         base, slow, serial = r[kind]["base"], r[kind]["slow"], r[kind]["serial"]
         fwd, bwd, comm = base["forward"], base["compute"] - base["forward"], slow["comm"]
         total_sum = base["total"] + comm  # comm after compute, nothing hidden
@@ -133,9 +150,11 @@ def test_slow_comm_costs_max_not_sum(overlap, kind):
         assert slow["total"] < total_max + 0.3 * min(bwd, comm), r
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_compute_never_waits_on_comm(overlap, kind):
-    for r in overlap:
+@pytest.mark.parametrize("kind", [*KINDS, "copy-engine host"])
+def test_compute_never_waits_on_comm(request, kind):
+    runs = request.getfixturevalue("overlap_copy_engine" if kind.startswith("copy-engine") else "overlap")
+    kind = kind.split()[-1]
+    for r in runs:
         base, very_slow = r[kind]["base"], r[kind]["very_slow"]
         print(f"{kind} delay: fwd+bwd on the compute stream: {base['compute']:.1f} ms alone, {very_slow['compute']:.1f} ms "
               f"with comm 4x longer than backward (fwd+bwd+sync {very_slow['total']:.1f} ms)")
