@@ -106,4 +106,5 @@ class CopyEngineReduce:
         self._landed = False
 
     def reset(self) -> None:
+        """A step dropped without summing (``zero_grad`` after backward): the next ``finish`` waits again."""
         self._landed = False
