@@ -3,6 +3,10 @@
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
         torchrun --nproc_per_node 2 benchmarks/bench_overlap.py [--systems floor,collectives,tz,ddp,fsdp2,deepspeed]
 
+tritonzero's systems: ``tz`` (foreach AdamW), ``tz-fused`` (fused AdamW), ``tz-ce`` (fused AdamW,
+``reduce_transport="copy_engine"``), ``tz-overlap`` (fused, all-gathers behind the next forward)
+and ``tz-trace`` / ``tz-overlap-trace`` (with a timeline).
+
 Model: 8 pre-norm transformer blocks, d=2048 (about 403M parameters), fp16, input 4 x 1024 tokens
 per GPU, AdamW (fp32 master weights and a scaled loss for every system, see ``MasterAdamW``).
 Systems run one after another in this process; each is timed with CUDA events over ``--steps``
