@@ -51,17 +51,21 @@ def _buckets(dtypes, reduce_dtype):
     return buckets, exact
 
 
+@pytest.mark.parametrize("deferred", [False, True])
 @pytest.mark.parametrize("reduce_dtype", [torch.float16, torch.bfloat16, torch.float32, None])
-def test_master_grads_unscale_cast_and_check(reduce_dtype):
+def test_master_grads_unscale_cast_and_check(reduce_dtype, deferred):
+    """``deferred``: every other bucket's sum still needs its 1/world-size factor (a gradient the
+    copy-engine transport carried unscaled, ``GradSync.pending_factor``)."""
     dtypes = [torch.float16, torch.bfloat16, torch.float32] * 2
     buckets, exact = _buckets(dtypes, reduce_dtype)
     scale = torch.tensor([1024.0])
     keeps = lambda b: b.reduce_dtype == torch.float16  # noqa: E731 (as GradSync.keeps_scale with a scaler)
+    factor = lambda b: 1.0 / 3 if deferred and b.index % 2 == 0 else 1.0  # noqa: E731
     flag = torch.zeros(1, dtype=torch.int32)
-    found_inf = MasterGrads(buckets, torch.device("cpu")).build(flag, scale, keeps)
+    found_inf = MasterGrads(buckets, torch.device("cpu"), factor).build(flag, scale, keeps)
     assert found_inf.item() == 0.0
     for b, ref in zip(buckets, exact):
-        want = ref / 1024.0 if keeps(b) else ref
+        want = ref * factor(b) / (1024.0 if keeps(b) else 1.0)
         assert b.master.grad.dtype == torch.float32 and b.master.grad.shape == b.master.shape
         err = ((b.master.grad.double() - want).abs().max() / want.abs().max()).item()
         assert err <= TOLERANCE[b.reduce_dtype], (b.reduce_dtype, err)
@@ -70,7 +74,7 @@ def test_master_grads_unscale_cast_and_check(reduce_dtype):
     for bad in (float("nan"), float("inf")):
         buckets[-1].grad_shard[3] = bad
         flag.zero_()
-        assert MasterGrads(buckets, torch.device("cpu")).build(flag, scale, keeps).item() == 1.0
+        assert MasterGrads(buckets, torch.device("cpu"), factor).build(flag, scale, keeps).item() == 1.0
 
 
 def _train(step_chunks: int, overlap: bool) -> list:
