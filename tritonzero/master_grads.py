@@ -2,9 +2,10 @@
 
 After the reduce-scatters each bucket holds its reduced shard in the reduce dtype; the wrapped
 optimizer steps fp32 masters and needs fp32 gradients. For 16-bit shards, one prep-kernel launch
-per dtype (and per factor still to apply, see ``GradSync.pending_factor``) reads every bucket's shard through its address table and writes one flat fp32 buffer,
-divided by the loss scale where the sum kept it, raising the overflow flag on any non-finite
-value; each ``master.grad`` is a view of that buffer::
+per dtype (and per factor still to apply, see ``GradSync.pending_factor``) reads every bucket's
+shard through its address table and writes one flat fp32 buffer, divided by the loss scale
+where the sum kept it, raising the overflow flag on any non-finite value; each ``master.grad``
+is a view of that buffer::
 
     grad_shard b0 (fp16) ─┐
     grad_shard b1 (fp16) ─┼─ one kernel: x / scale, cast, flag ──> [ b0 | b1 | b2 ] fp32
