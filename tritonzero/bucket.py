@@ -164,20 +164,20 @@ class Bucket:
             # stream after it (one event query instead of a record_stream per gradient).
             self._held = [g for g in self.grads if g is not None]
         self.grads = [None] * len(self.params)
-        if not solo and transport is not None:
+        if not solo:
             mark("comm", f"reduce-scatter b{self.index} start")
-            transport.push(self, bucket)
-            mark("comm", f"reduce-scatter b{self.index} end")
-        elif not solo:
-            mark("comm", f"reduce-scatter b{self.index} start")
-            work = reduce_scatter(self.grad_shard, bucket, group, average)
-            if self._cuda:
-                # The comm stream (not the host) waits for NCCL's stream, so ``done`` marks the
-                # shard as written and ``bucket`` as no longer read.
-                work.wait()
+            if transport is not None:
+                transport.push(self, bucket)  # copies on this (the comm) stream: ``done`` covers them
                 mark("comm", f"reduce-scatter b{self.index} end")
             else:
-                self._work = (work, bucket)  # the bucket must outlive the async collective
+                work = reduce_scatter(self.grad_shard, bucket, group, average)
+                if self._cuda:
+                    # The comm stream (not the host) waits for NCCL's stream, so ``done`` marks the
+                    # shard as written and ``bucket`` as no longer read.
+                    work.wait()
+                    mark("comm", f"reduce-scatter b{self.index} end")
+                else:
+                    self._work = (work, bucket)  # the bucket must outlive the async collective
         if self._cuda:
             self.done.record(stream)
         self.issued.set()

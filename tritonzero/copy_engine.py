@@ -72,6 +72,7 @@ class CopyEngineReduce:
         self._outgoing = {  # bucket index -> (this rank's slot on peer q, the slice of the bucket it gets)
             b.index: [(slot(remote[q], b, rank, q), slice(*b.layout.shard_range(q))) for q in peers] for b in buckets
         }
+        self._buckets = buckets
         self._incoming = [[slot(self._buffer, b, q, rank) for b in buckets] for q in peers]  # per sender, per bucket
         self._landed = False
 
@@ -97,10 +98,9 @@ class CopyEngineReduce:
             self._handle.barrier(channel=0, timeout_ms=_BARRIER_TIMEOUT_MS)
             self._landed = True
 
-    def add_received(self, buckets: list[Bucket]) -> None:
-        """``grad_shard += slot`` for every peer's slot, on the current stream (after ``wait_for_peers``).
-        ``buckets``: the ones this transport was built for, in the same order."""
-        shards = [b.grad_shard for b in buckets]
+    def add_received(self) -> None:
+        """``grad_shard += slot`` for every bucket and peer, on the current stream (after ``wait_for_peers``)."""
+        shards = [b.grad_shard for b in self._buckets]
         for slots in self._incoming:
             torch._foreach_add_(shards, slots)
         self._landed = False

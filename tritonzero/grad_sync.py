@@ -62,7 +62,9 @@ class GradSync:
     def pending_factor(self, bucket: Bucket) -> float:
         """What the step must still multiply ``bucket``'s sum by: 1 / world size for a gradient
         that is its own send buffer and was not prepped (``Bucket.issue``) when the copy-engine
-        transport carried it; 1.0 otherwise (prep or the collective applied it)."""
+        transport carried it; 1.0 otherwise (prep or the collective applied it). Decided from the
+        layout alone: when such a bucket's parameter gets no gradient, ``issue`` preps zeros
+        instead, which any factor leaves zero."""
         deferred = self.transport is not None and bucket.fits_exactly and self._divisor(bucket) is None
         return 1.0 / self.world_size if deferred else 1.0
 
@@ -149,7 +151,7 @@ class GradSync:
     def sum_received(self) -> None:
         """After ``finish``: add the peers' parts into every bucket's shard (copy-engine transport only)."""
         if self.transport is not None:
-            self.transport.add_received(self.buckets)
+            self.transport.add_received()
 
     def reset(self) -> None:
         """Wait for anything launched, then forget this step's gradients and overflow flag."""
