@@ -122,21 +122,20 @@ class Bucket:
         group: dist.ProcessGroup | None,
         timeline: Timeline | None = None,
         divisor: torch.Tensor | None = None,
-        average_in_collective: bool = False,
+        unprepped: bool = False,
         transport: CopyEngineReduce | None = None,
     ) -> None:
         """On the comm thread (current stream: comm): prep the bucket (gradients times ``factor``,
         divided by the device scalar ``divisor`` if given; missing gradients read as zeros) and
         start its reduce-scatter. With one rank prep writes the shard itself.
 
-        ``average_in_collective`` (NCCL, ``factor`` is 1 / world size and exact in every dtype):
-        a gradient that is its own send buffer and needs only ``factor`` is not prepped at all;
-        the reduce-scatter multiplies it by ``factor`` as it reads it. Its non-finite values
-        then reach the overflow flag through the reduced shard, which ``MasterGrads`` checks
-        before the step: a sum with a non-finite term is not finite.
-
-        ``transport`` (copy_engine.py): copies instead of the collective; such a gradient is
-        not prepped either, and ``MasterGrads`` multiplies the sum by ``factor`` in the step."""
+        ``unprepped`` (``GradSync``; needs ``divisor`` None): a gradient that is its own send
+        buffer is sent as it is. On NCCL (``factor`` is 1 / world size, exact in every dtype) the
+        reduce-scatter multiplies it by ``factor`` as it reads it; its non-finite values then
+        reach the overflow flag through the reduced shard, which ``MasterGrads`` checks before
+        the step: a sum with a non-finite term is not finite. With ``transport``
+        (copy_engine.py: copies instead of the collective) ``MasterGrads`` multiplies the sum
+        by ``factor`` in the step."""
         mark = marker(timeline)
         if self._cuda:
             stream = self._current_stream()
@@ -150,8 +149,8 @@ class Bucket:
         # on an event recorded on the compute stream after that step.
         self.grad_shard = torch.empty(self.layout.shard_numel, dtype=self.reduce_dtype, device=self.param_buffer.device)
         bucket, in_place = (self.grad_shard, False) if solo else self._send_buffer()
-        average = in_place and divisor is None and (average_in_collective or transport is not None)
-        if not average:
+        as_is = in_place and unprepped
+        if not as_is:
             mark("comm", f"prep b{self.index} start")
             self._sources = self.plan.source_table(self.grads, previous=self._sources)
             prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype, divisor)
@@ -170,7 +169,7 @@ class Bucket:
                 transport.push(self, bucket)  # copies on this (the comm) stream: ``done`` covers them
                 mark("comm", f"reduce-scatter b{self.index} end")
             else:
-                work = reduce_scatter(self.grad_shard, bucket, group, average)
+                work = reduce_scatter(self.grad_shard, bucket, group, average=as_is)
                 if self._cuda:
                     # The comm stream (not the host) waits for NCCL's stream, so ``done`` marks the
                     # shard as written and ``bucket`` as no longer read.

@@ -49,10 +49,18 @@ class GradSync:
         self.flag = torch.zeros(1, dtype=torch.int32, device=device)  # set by prep kernels on non-finite values
         # NCCL can average as it reduces (PreMulSum: each input times 1 / world_size in its own
         # dtype), with the rounding of prep's fp32 multiply when that factor is a power of two.
-        self.average_in_collective = (
+        average_in_collective = (
             group is not None and dist.get_backend(group) == "nccl" and world_size & (world_size - 1) == 0
         )
         self.transport = transport
+        # Buckets whose gradient, when it is its own send buffer, is sent without prep: the
+        # collective averages it (NCCL) or the step does (copy engine). Decided here, once, from
+        # the layout: a bucket whose parameter gets no gradient is prepped as zeros instead,
+        # which any factor leaves zero, so the step may apply its factor either way.
+        self._unprepped = {
+            b.index for b in buckets
+            if b.fits_exactly and self._divisor(b) is None and (average_in_collective or transport is not None)
+        }
         self.accumulating = False
         self._slot_of = {id(p): (b, i) for b in buckets for i, p in enumerate(b.params)}
         self._in_flight: collections.deque[Bucket] = collections.deque()  # launched, maybe unfinished
@@ -60,13 +68,9 @@ class GradSync:
         remove_with(self, [p.register_post_accumulate_grad_hook(weak_call(self._on_grad)) for b in buckets for p in b.params])
 
     def pending_factor(self, bucket: Bucket) -> float:
-        """What the step must still multiply ``bucket``'s sum by: 1 / world size for a gradient
-        that is its own send buffer and was not prepped (``Bucket.issue``) when the copy-engine
-        transport carried it; 1.0 otherwise (prep or the collective applied it). Decided from the
-        layout alone: when such a bucket's parameter gets no gradient, ``issue`` preps zeros
-        instead, which any factor leaves zero."""
-        deferred = self.transport is not None and bucket.fits_exactly and self._divisor(bucket) is None
-        return 1.0 / self.world_size if deferred else 1.0
+        """What the step must still multiply ``bucket``'s sum by: 1 / world size for a bucket sent
+        unprepped by the copy-engine transport; 1.0 otherwise (prep or the collective applied it)."""
+        return 1.0 / self.world_size if self.transport is not None and bucket.index in self._unprepped else 1.0
 
     def _divisor(self, bucket: Bucket) -> torch.Tensor | None:
         """The loss scale, where prep must divide ``bucket``'s gradients by it before the sum."""
@@ -110,8 +114,9 @@ class GradSync:
             oldest.wait()
         bucket.mark_ready(self.timeline)
         divisor = self._divisor(bucket)
-        flag, group, timeline, average, transport = self.flag, self.group, self.timeline, self.average_in_collective, self.transport
-        self.launcher.submit(lambda: bucket.issue(1.0 / self.world_size, flag, group, timeline, divisor, average, transport))
+        flag, group, timeline, transport = self.flag, self.group, self.timeline, self.transport
+        unprepped = bucket.index in self._unprepped
+        self.launcher.submit(lambda: bucket.issue(1.0 / self.world_size, flag, group, timeline, divisor, unprepped, transport))
         self._in_flight.append(bucket)
 
     def launch_remaining(self) -> None:
