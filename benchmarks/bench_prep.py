@@ -11,8 +11,8 @@ rotating input sets, so buckets larger than L2 come from HBM; "host us" is the w
 call of 200 back-to-back launches (host overhead included) and one synchronize, the median of
 11 such windows. "% one copy_"
 compares with the roofline at the same size: one contiguous tensor of the bucket's gradient
-elements copied (and cast) into it with ``Tensor.copy_``. "default us": the block the runtime
-picks (``default_block``) with 4 warps; the other columns are for the best of the configs tried.
+elements copied (and cast) into it with ``Tensor.copy_``. "default us": the block and warps the
+runtime picks (``default_block``, ``DEFAULT_WARPS``); the other columns are for the best of the configs tried.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 import torch
 import triton
 
-from tritonzero.kernels import BucketPrepPlan, default_block, prep_bucket
+from tritonzero.kernels import DEFAULT_WARPS, BucketPrepPlan, default_block, prep_bucket
 from tritonzero.layout import plan_buckets
 
 NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "fp32"}
@@ -101,7 +101,7 @@ def main() -> None:
     copy_tbs = copy_bandwidth()
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
           f"device copy {copy_tbs:.2f} TB/s")
-    configs = [(1024, 4), (2048, 4), (4096, 4), (2048, 8), (4096, 8), (8192, 8), (8192, 16)]
+    configs = [(2048, 2), (1024, 1), (1024, 2), (4096, 2), (1024, 4), (2048, 4), (4096, 4), (8192, 8)]
     targets = [int(float(t)) for t in args.targets.split(",")]
     if args.quick:
         configs, targets = configs[:2], targets[::3]
@@ -116,7 +116,7 @@ def main() -> None:
             for block, warps in configs:
                 plan, grad_sets, tables, bucket = make_case(sizes, src, dst, block, sets)
                 ms = bench(lambda i: prep_bucket(plan, tables[i], bucket, flag, 0.5, src, num_warps=warps), sets)
-                if (block, warps) == (default_block(bucket.device, bucket.numel()), 4):
+                if (block, warps) == (default_block(bucket.device), DEFAULT_WARPS):
                     default_ms = ms  # what the runtime launches
                 if best is None or ms < best[0]:
                     best = (ms, block, warps, plan, tables, bucket, grad_sets)

@@ -11,6 +11,6 @@ import torch
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from tritonzero.kernels.bucket_prep import BucketPrepPlan, SourceTable, default_block, prep_bucket  # noqa: E402
+from tritonzero.kernels.bucket_prep import DEFAULT_WARPS, BucketPrepPlan, SourceTable, default_block, prep_bucket  # noqa: E402
 
-__all__ = ["BucketPrepPlan", "SourceTable", "prep_bucket", "default_block"]
+__all__ = ["BucketPrepPlan", "SourceTable", "prep_bucket", "default_block", "DEFAULT_WARPS"]

@@ -21,11 +21,17 @@ import torch
 import triton
 import triton.language as tl
 
-__all__ = ["BucketPrepPlan", "SourceTable", "prep_bucket", "default_block"]
+__all__ = ["BucketPrepPlan", "SourceTable", "prep_bucket", "default_block", "DEFAULT_WARPS"]
 
 _TORCH_TO_TL = {torch.float32: tl.float32, torch.float16: tl.float16, torch.bfloat16: tl.bfloat16}
 # Region offsets in the bucket are multiples of this many elements, so stores can be vectorised.
 REGION_ALIGN = 16
+# Warps per program. With 2048-element blocks, 32 elements a thread (four 16-byte loads of a
+# 16-bit gradient), in programs small enough that an SM holds many. Same gradients and bucket,
+# interleaved rounds on H200 (benchmarks/RESULTS.md, eleventh session), against 4096 elements
+# over 4 warps: 100M 89.4% of copy bandwidth against 87.8% (16-bit), 92.6 against 90.2 (-> fp32);
+# 32M -> fp32 86.1 against 83.4; 32M 16-bit within noise (77-79% either way).
+DEFAULT_WARPS = 2
 # Compiled kernels by specialisation key (see ``prep_bucket``), launched without JITFunction.run.
 _COMPILED: dict[tuple, "_DirectLaunch"] = {}
 
@@ -97,14 +103,11 @@ def _prep_bucket_kernel(
         tl.store(dst + offs, y, mask=offs < dst_left)
 
 
-def default_block(device: torch.device, numel: int) -> int:
-    """Elements per program for a bucket of ``numel`` elements: on GPUs 4096 from 4M elements up
-    (fewer, fuller programs), 2048 below (enough programs to fill the device); large under the
+def default_block(device: torch.device) -> int:
+    """Elements per program: 2048 on GPUs (with ``DEFAULT_WARPS``, 32 a thread); large under the
     CPU interpreter, where each program costs about 0.5 ms.
     """
-    if device.type != "cuda":
-        return 1 << 15
-    return 4096 if numel >= 1 << 22 else 2048
+    return 2048 if device.type == "cuda" else 1 << 15
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,7 @@ class BucketPrepPlan:
     program's region ([num programs], the narrowest integer type that holds R - 1; ``None`` for one
     region), so program i handles elements from ``(i - first[region]) * block`` of its region. At
     one byte a program for up to 128 regions, the tables of a 400M-parameter model take about
-    0.1 MB where (region, start) pairs took 1.1 MB, allocated for the whole run. ``programs``
+    0.2 MB (2048-element programs) where (region, start) pairs took 1.1 MB, allocated for the whole run. ``programs``
     is the grid and ``int_key`` what Triton specialises the kernel's integer argument R on (== 1,
     multiple of 16), kept so that a launch does not recompute them.
     """
@@ -131,7 +134,7 @@ class BucketPrepPlan:
     def build(
         numels: list[int], offsets: list[int], bucket_numel: int, device: torch.device, block: int | None = None
     ) -> "BucketPrepPlan":
-        block = block or default_block(device, bucket_numel)
+        block = block or default_block(device)
         if any(o % REGION_ALIGN for o in offsets):
             raise ValueError(f"region offsets must be multiples of {REGION_ALIGN}")
         ends = list(offsets[1:]) + [bucket_numel]
@@ -185,7 +188,7 @@ def prep_bucket(
     factor: float,
     src_dtype: torch.dtype,
     divisor: torch.Tensor | None = None,
-    num_warps: int = 4,
+    num_warps: int = DEFAULT_WARPS,
 ) -> None:
     """Write ``bucket[region] = cast(grad * factor / divisor)`` for every region, zeros in the padding.
 

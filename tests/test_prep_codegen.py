@@ -17,28 +17,32 @@ import subprocess
 import sys
 
 import pytest
+import torch
+
+from tritonzero.kernels import DEFAULT_WARPS, default_block
 
 _COMPILE = r"""
 import json, re, sys
-import triton, triton.language as tl
+import torch, triton, triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from tritonzero.kernels.bucket_prep import _prep_bucket_kernel, REGION_ALIGN
+from tritonzero.kernels.bucket_prep import _prep_bucket_kernel, default_block, DEFAULT_WARPS, REGION_ALIGN
 
 TL = {"fp16": tl.float16, "bf16": tl.bfloat16, "fp32": tl.float32}
+BLOCK = default_block(torch.device("cuda"))  # the runtime's launch on GPUs
 out = {}
 for src, aligned in json.loads(sys.argv[1]):
     pointers = {"bucket_ptr": "*" + src, "flag_ptr": "*i32", "src_table_ptr": "*i64", "region_ptr": "*i64",
                 "chunk_ptr": "*i8", "divisor_ptr": "*fp32"}
     scalars = {"num_regions": "i32", "factor": "fp32"}
-    constexprs = {"SRC_DTYPE": TL[src], "DIVIDE": False, "SRC_ALIGNED": aligned, "BLOCK": 4096,
+    constexprs = {"SRC_DTYPE": TL[src], "DIVIDE": False, "SRC_ALIGNED": aligned, "BLOCK": BLOCK,
                   "REGION_ALIGN": REGION_ALIGN}
     names = _prep_bucket_kernel.arg_names
     signature = {n: pointers.get(n) or scalars.get(n) or "constexpr" for n in names}
     # What Triton assumes of tensor arguments at 16-byte aligned addresses, as at run time.
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in pointers}
     kernel = triton.compile(ASTSource(_prep_bucket_kernel, signature, constexprs=constexprs, attrs=attrs),
-                            target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+                            target=GPUTarget("cuda", 90, 32), options={"num_warps": DEFAULT_WARPS})
     loads = re.findall(r"ld\.global[.\w:]*", kernel.asm["ptx"])
     out[f"{src} {aligned}"] = [l for l in loads if l.endswith(("b16", "b32")) or ".v" in l]
 print(json.dumps(out))
@@ -56,9 +60,10 @@ def test_aligned_gradients_load_16_bytes_at_a_time():
     loads = _gradient_loads([("fp16", True), ("bf16", True), ("fp32", True), ("fp16", False)])
     for src in ("fp16", "bf16", "fp32"):
         wide = [l for l in loads[f"{src} True"] if re.search(r"\.v4\.b32$", l)]
-        # 4096 elements over 128 threads: 32 a thread, 4 loads of 16 bytes for 16-bit sources
-        # and 8 for fp32 on the unmasked path (the masked tail path stays element-wise).
-        assert len(wide) == (8 if src == "fp32" else 4), (src, loads[f"{src} True"])
+        # The runtime's block over its threads (2048 over 64: 32 elements a thread), read 16
+        # bytes a load on the unmasked path (the masked tail path stays element-wise).
+        per_thread = default_block(torch.device("cuda")) // (32 * DEFAULT_WARPS)
+        assert len(wide) == per_thread * (4 if src == "fp32" else 2) // 16, (src, loads[f"{src} True"])
     # Without the hint (a gradient at an unaligned address) no load may be wide: the check above
     # tells the two paths apart.
     assert not any(".v" in l for l in loads["fp16 False"]), loads["fp16 False"]
