@@ -118,9 +118,9 @@ class BucketPrepPlan:
     program's region ([num programs], the narrowest integer type that holds R - 1; ``None`` for one
     region), so program i handles elements from ``(i - first[region]) * block`` of its region. At
     one byte a program for up to 128 regions, the tables of a 400M-parameter model take about
-    0.2 MB (2048-element programs) where (region, start) pairs took 1.1 MB, allocated for the whole run. ``programs``
-    is the grid and ``int_key`` what Triton specialises the kernel's integer argument R on (== 1,
-    multiple of 16), kept so that a launch does not recompute them.
+    0.2 MB (2048-element programs) where (region, start) pairs took 1.1 MB, allocated for the
+    whole run. ``programs`` is the grid and ``int_key`` what Triton specialises the kernel's
+    integer argument R on (== 1, multiple of 16), kept so that a launch does not recompute them.
     """
 
     numels: tuple[int, ...]
