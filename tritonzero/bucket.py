@@ -10,10 +10,11 @@ On CUDA, per bucket and per step (``ready`` and ``done`` are the bucket's two ev
     step()   ......................................................................[done]..
 
 A bucket whose one gradient is its own send buffer may skip the prep kernel on NCCL: the
-reduce-scatter reads the gradient and averages as it reads (``issue``). The comm stream waits
-on ``ready`` alone; the compute stream waits on ``done`` only in ``finish_grad_sync`` (before
-the step) or when too many buckets are in flight (back-pressure). With the copy-engine
-transport (copy_engine.py) copies on the comm stream take the reduce-scatter's place.
+reduce-scatter reads the gradient and averages as it reads (``issue``). With the copy-engine
+transport (copy_engine.py) copies on the comm stream take the reduce-scatter's place, and most
+buckets skip prep: the copies read the gradients. The comm stream waits on ``ready`` alone;
+the compute stream waits on ``done`` only in ``finish_grad_sync`` (before the step) or when
+too many buckets are in flight (back-pressure).
 ``mark_ready`` runs on backward's thread; ``issue`` runs on the comm thread (launcher.py), whose
 current stream is the comm stream. Without CUDA there are no streams: the prep kernel runs in
 the comm thread (Triton interpreter) and the reduce-scatter runs async until ``wait``.
@@ -129,13 +130,13 @@ class Bucket:
         divided by the device scalar ``divisor`` if given; missing gradients read as zeros) and
         start its reduce-scatter. With one rank prep writes the shard itself.
 
-        ``unprepped`` (``GradSync``; needs ``divisor`` None): a gradient that is its own send
-        buffer is sent as it is. On NCCL (``factor`` is 1 / world size, exact in every dtype) the
-        reduce-scatter multiplies it by ``factor`` as it reads it; its non-finite values then
-        reach the overflow flag through the reduced shard, which ``MasterGrads`` checks before
-        the step: a sum with a non-finite term is not finite. With ``transport``
-        (copy_engine.py: copies instead of the collective) ``MasterGrads`` multiplies the sum
-        by ``factor`` in the step."""
+        ``unprepped`` (``GradSync``; needs ``divisor`` None): no prep kernel. On NCCL a gradient
+        that is its own send buffer is sent as it is (``factor`` is 1 / world size, exact in
+        every dtype): the reduce-scatter multiplies it by ``factor`` as it reads it; its
+        non-finite values then reach the overflow flag through the reduced shard, which
+        ``MasterGrads`` checks before the step: a sum with a non-finite term is not finite. With
+        ``transport`` (copy_engine.py: copies instead of the collective) the copies read the
+        gradients themselves, and ``MasterGrads`` multiplies the sum by ``factor`` in the step."""
         mark = marker(timeline)
         if self._cuda:
             stream = self._current_stream()
@@ -148,37 +149,41 @@ class Bucket:
         # compute stream, went back to this pool at ``reset``; any reuse comes after this wait
         # on an event recorded on the compute stream after that step.
         self.grad_shard = torch.empty(self.layout.shard_numel, dtype=self.reduce_dtype, device=self.param_buffer.device)
-        bucket, in_place = (self.grad_shard, False) if solo else self._send_buffer()
-        as_is = in_place and unprepped
-        if not as_is:
-            mark("comm", f"prep b{self.index} start")
-            self._sources = self.plan.source_table(self.grads, previous=self._sources)
-            prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype, divisor)
-            mark("comm", f"prep b{self.index} end")
-        if self._cuda:
-            # HAZARD (use-after-free): backward has dropped these gradients; if their memory
-            # served a compute-stream allocation before the prep kernel read it, prep would read
-            # another tensor (and a gradient that is its own send buffer is read by the
-            # reduce-scatter too). Held until ``poll`` sees ``done`` or ``wait`` orders the compute
-            # stream after it (one event query instead of a record_stream per gradient).
-            self._held = [g for g in self.grads if g is not None]
-        self.grads = [None] * len(self.params)
-        if not solo:
+        if transport is not None and unprepped:
             mark("comm", f"reduce-scatter b{self.index} start")
-            if transport is not None:
-                transport.push(self, bucket)  # copies on this (the comm) stream: ``done`` covers them
-                mark("comm", f"reduce-scatter b{self.index} end")
-            else:
-                work = reduce_scatter(self.grad_shard, bucket, group, average=as_is)
-                if self._cuda:
-                    # The comm stream (not the host) waits for NCCL's stream, so ``done`` marks the
-                    # shard as written and ``bucket`` as no longer read.
-                    work.wait()
+            transport.push_grads(self)  # copies on this (the comm) stream: ``done`` covers them
+            mark("comm", f"reduce-scatter b{self.index} end")
+        else:
+            bucket, in_place = (self.grad_shard, False) if solo else self._send_buffer()
+            as_is = in_place and unprepped
+            if not as_is:
+                mark("comm", f"prep b{self.index} start")
+                self._sources = self.plan.source_table(self.grads, previous=self._sources)
+                prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype, divisor)
+                mark("comm", f"prep b{self.index} end")
+            if not solo:
+                mark("comm", f"reduce-scatter b{self.index} start")
+                if transport is not None:
+                    transport.push(self, bucket)
                     mark("comm", f"reduce-scatter b{self.index} end")
                 else:
-                    self._work = (work, bucket)  # the bucket must outlive the async collective
+                    work = reduce_scatter(self.grad_shard, bucket, group, average=as_is)
+                    if self._cuda:
+                        # The comm stream (not the host) waits for NCCL's stream, so ``done`` marks the
+                        # shard as written and ``bucket`` as no longer read.
+                        work.wait()
+                        mark("comm", f"reduce-scatter b{self.index} end")
+                    else:
+                        self._work = (work, bucket)  # the bucket must outlive the async collective
         if self._cuda:
+            # HAZARD (use-after-free): backward has dropped these gradients; if their memory
+            # served a compute-stream allocation before the prep kernel (or a copy, or the
+            # reduce-scatter of a gradient that is its own send buffer) read it, that would read
+            # another tensor. Held until ``poll`` sees ``done`` or ``wait`` orders the compute
+            # stream after it (one event query instead of a record_stream per gradient).
+            self._held = [g for g in self.grads if g is not None]
             self.done.record(stream)
+        self.grads = [None] * len(self.params)
         self.issued.set()
 
     def _send_buffer(self) -> tuple[torch.Tensor, bool]:

@@ -8,15 +8,22 @@ into that peer's slot on that peer (a peer-to-peer ``cudaMemcpyAsync``: copy eng
 NVLink) and its own slice into ``grad_shard``. Nothing waits per bucket. The sum is left to the
 step, where it costs one elementwise pass over the shard::
 
-    rank 0  comm   ..[prep b3][copy slice 1 -> rank 1's slot b3][copy slice 0 -> grad_shard b3]..
-    rank 1  comm   ..[prep b3][copy slice 0 -> rank 0's slot b3][copy slice 1 -> grad_shard b3]..
+    rank 0  comm   ..[copy slice 1 -> rank 1's slot b3][copy slice 0 -> grad_shard b3]..
+    rank 1  comm   ..[copy slice 0 -> rank 0's slot b3][copy slice 1 -> grad_shard b3]..
     finish_grad_sync: compute waits for its own copies, then a barrier: every peer's have landed
-    step:   grad_shard += slots (every peer's), then the master-gradient pass
+    step:   grad_shard += slots (every peer's), then the master-gradient pass (x 1/world size)
+
+Most buckets need no prep kernel: the copies read the gradients themselves, each gradient's
+part of each slice straight into its place in the slot (``push_grads``), and the step's
+master-gradient pass applies the 1 / world size factor and the non-finite check. A bucket is
+prepped into a send buffer first (``push``) when its gradients need a cast or an unscale before
+the sum, or when it holds many small gradients (one copy per gradient and destination would
+cost more host time than one prep launch).
 
 Memory: the slots stay allocated, (world size - 1) x the shard in the reduce dtype, outside
 torch's caching allocator (``torch.cuda.max_memory_allocated`` does not count them).
-Measured and tested on 2 GPUs (tests/test_nccl.py); the slot layout is written for any world
-size within one node.
+Measured and tested on 2 GPUs (tests/test_nccl.py, tests/test_copy_engine_gpu.py); the slot
+layout is written for any world size within one node.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ import torch
 import torch.distributed as dist
 
 from tritonzero.bucket import Bucket
+from tritonzero.layout import BucketLayout
 
-__all__ = ["CopyEngineReduce", "TRANSPORTS"]
+__all__ = ["CopyEngineReduce", "TRANSPORTS", "DIRECT_MIN_ELEMENTS"]
 
 TRANSPORTS = ("collective", "copy_engine")
 
@@ -34,6 +42,11 @@ _SLOT_ALIGN = 256  # bytes: every slot starts where any dtype's vector loads are
 # A peer that never arrives (it failed mid-step) makes the barrier kernel trap after this long,
 # which fails this process's next CUDA call instead of hanging it; NCCL's watchdog default.
 _BARRIER_TIMEOUT_MS = 600_000
+# Buckets whose gradients average at least this many elements are copied straight from the
+# gradients (one copy per gradient and destination, ~5 us of host time each on the comm
+# thread); below it, one prep launch into a send buffer and one copy per destination cost less.
+# Transformer weights are millions of elements; a bucket of biases and norms averages thousands.
+DIRECT_MIN_ELEMENTS = 1 << 16
 
 
 class CopyEngineReduce:
@@ -54,6 +67,12 @@ class CopyEngineReduce:
         device = buckets[0].param_buffer.device
         self.nbytes = max(total, 1)  # this rank's slots: memory torch's caching allocator does not count
         self._buffer = symm_mem.empty(self.nbytes, dtype=torch.uint8, device=device)
+        # HAZARD (stale padding): copies straight from the gradients (``push_grads``) never write
+        # a slot's padding, which the step sums and checks for non-finite values: zeros from
+        # here on. They land before any peer's first copy: this host waits for them before the
+        # rendezvous, which every peer passes before its first backward.
+        self._buffer.zero_()
+        torch.cuda.synchronize(device)
         try:
             self._handle = symm_mem.rendezvous(self._buffer, group)
         except RuntimeError as e:
@@ -74,20 +93,66 @@ class CopyEngineReduce:
         }
         self._buckets = buckets
         self._incoming = [[slot(self._buffer, b, q, rank) for b in buckets] for q in peers]  # per sender, per bucket
+        # For ``push_grads``, per bucket and gradient: (destination, source slice) of each part,
+        # peers' slot pieces as views; this rank's shard is allocated per step, so a slice of it.
+        self._direct: dict[int, tuple[list[list[tuple[torch.Tensor, slice]]], list[list[tuple[slice, slice]]], bool]] = {}
+        for b in filter(self.copies_directly, buckets):
+            to_peers: list[list[tuple[torch.Tensor, slice]]] = [[] for _ in b.params]
+            for peer_slot, part in self._outgoing[b.index]:
+                for i, src, dst in _parts(b.layout, part):
+                    to_peers[i].append((peer_slot[dst], src))
+            own: list[list[tuple[slice, slice]]] = [[] for _ in b.params]
+            mine = slice(*b.layout.shard_range(rank))
+            for i, src, dst in _parts(b.layout, mine):
+                own[i].append((dst, src))
+            covered = sum(dst.stop - dst.start for parts in own for dst, _ in parts)
+            self._direct[b.index] = (to_peers, own, covered < b.layout.shard_numel)
         self._landed = False
 
-    def push(self, bucket: Bucket, send: torch.Tensor) -> None:
-        """On the comm stream: every peer's slice of ``send`` into its slot there, ours into ``grad_shard``.
+    @staticmethod
+    def copies_directly(bucket: Bucket) -> bool:
+        """Whether ``bucket`` can go by ``push_grads``: its gradients are in the reduce dtype, and
+        one gradient (as many copies as a send buffer) or gradients of ``DIRECT_MIN_ELEMENTS`` on
+        average. ``GradSync`` also needs no unscale before the sum."""
+        layout = bucket.layout
+        return bucket.reduce_dtype == layout.dtype and (
+            len(layout.numels) == 1 or sum(layout.numels) >= DIRECT_MIN_ELEMENTS * len(layout.numels)
+        )
 
-        HAZARD (overwrite): a slot is read by its owner's step (``add_received``) and written
-        again by the next backward here. Every rank's step all-reduces its overflow flag on the
-        compute stream after that read, and this backward's copies come after that all-reduce
-        (compute stream order, then the bucket's "grads ready" event): an all-reduce cannot
-        finish here before the owner's has started, after its read.
+    def push(self, bucket: Bucket, send: torch.Tensor) -> None:
+        """On the comm stream: every peer's slice of the prepped ``send`` into its slot there,
+        ours into ``grad_shard``.
+
+        HAZARD (overwrite), here and in ``push_grads``: a slot is read by its owner's step
+        (``add_received``) and written again by the next backward here. Every rank's step
+        all-reduces its overflow flag on the compute stream after that read, and this
+        backward's copies come after that all-reduce (compute stream order, then the bucket's
+        "grads ready" event): an all-reduce cannot finish here before the owner's has started,
+        after its read.
         """
         for peer_slot, part in self._outgoing[bucket.index]:
             peer_slot.copy_(send[part])
         bucket.grad_shard.copy_(send[slice(*bucket.layout.shard_range(self.rank))])
+
+    def push_grads(self, bucket: Bucket) -> None:
+        """On the comm stream, for a bucket that ``copies_directly``: each gradient's part of
+        every peer's slice straight into its place in that peer's slot, its part of this rank's
+        slice into ``grad_shard``; a missing gradient's parts and the shard's padding as zeros
+        (the slots' padding is zero from ``__init__`` on). No factor applied: see the module doc."""
+        to_peers, own, padded = self._direct[bucket.index]
+        shard = bucket.grad_shard
+        if padded or any(g is None for g in bucket.grads):
+            shard.zero_()
+        for grad, peer_parts, own_parts in zip(bucket.grads, to_peers, own):
+            if grad is None:
+                for dst, _ in peer_parts:
+                    dst.zero_()  # last step's values are still there
+                continue
+            flat = grad.view(-1)
+            for dst, src in peer_parts:
+                dst.copy_(flat[src])
+            for dst, src in own_parts:
+                shard[dst].copy_(flat[src])
 
     def wait_for_peers(self) -> None:
         """On the current stream, after it waited for this rank's pushes: a barrier that every
@@ -108,3 +173,12 @@ class CopyEngineReduce:
     def reset(self) -> None:
         """A step dropped without summing (``zero_grad`` after backward): the next ``finish`` waits again."""
         self._landed = False
+
+
+def _parts(layout: BucketLayout, part: slice):
+    """(gradient index, slice of the flat gradient, slice of ``part``) for every gradient with
+    elements in ``part`` of the bucket."""
+    for i, (offset, numel) in enumerate(zip(layout.offsets, layout.numels)):
+        lo, hi = max(offset, part.start), min(offset + numel, part.stop)
+        if lo < hi:
+            yield i, slice(lo - offset, hi - offset), slice(lo - part.start, hi - part.start)

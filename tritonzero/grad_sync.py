@@ -53,13 +53,15 @@ class GradSync:
             group is not None and dist.get_backend(group) == "nccl" and world_size & (world_size - 1) == 0
         )
         self.transport = transport
-        # Buckets whose gradient, when it is its own send buffer, is sent without prep: the
-        # collective averages it (NCCL) or the step does (copy engine). Decided here, once, from
-        # the layout: a bucket whose parameter gets no gradient is prepped as zeros instead,
-        # which any factor leaves zero, so the step may apply its factor either way.
+        # Buckets sent without prep: on NCCL a gradient that is its own send buffer, which the
+        # collective averages; with the copy-engine transport every bucket it can copy straight
+        # from the gradients (the step averages). Decided here, once, from the layout: on NCCL a
+        # bucket whose parameter gets no gradient is prepped as zeros instead, which any factor
+        # leaves zero, so the step may apply its factor either way.
         self._unprepped = {
             b.index for b in buckets
-            if b.fits_exactly and self._divisor(b) is None and (average_in_collective or transport is not None)
+            if self._divisor(b) is None
+            and (transport.copies_directly(b) if transport is not None else average_in_collective and b.fits_exactly)
         }
         self.accumulating = False
         self._slot_of = {id(p): (b, i) for b in buckets for i, p in enumerate(b.params)}
@@ -68,8 +70,8 @@ class GradSync:
         remove_with(self, [p.register_post_accumulate_grad_hook(weak_call(self._on_grad)) for b in buckets for p in b.params])
 
     def pending_factor(self, bucket: Bucket) -> float:
-        """What the step must still multiply ``bucket``'s sum by: 1 / world size for a bucket sent
-        unprepped by the copy-engine transport; 1.0 otherwise (prep or the collective applied it)."""
+        """What the step must still multiply ``bucket``'s sum by: 1 / world size for a bucket the
+        copy-engine transport sent unprepped; 1.0 otherwise (prep or the collective applied it)."""
         return 1.0 / self.world_size if self.transport is not None and bucket.index in self._unprepped else 1.0
 
     def _divisor(self, bucket: Bucket) -> torch.Tensor | None:

@@ -1,0 +1,150 @@
+"""The copy-engine transport's copies straight from the gradients, on 2 GPUs (skipped with fewer).
+
+Buckets of large gradients in the reduce dtype skip the prep kernel: each gradient's parts are
+copied into the peer's slot and this rank's shard, and the step applies 1 / world size. Checked
+against an fp64 reference: gaps between regions and the bucket's padding, a parameter with a
+gradient in one step and none in the next (its slot parts must be zeroed, not left stale), the
+buckets that must still be prepped (small gradients, a cast to fp32), and a non-finite gradient
+on one rank that must skip the step on every rank.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import tritonzero.bucket
+from distributed import run_ranks
+from equivalence import DTYPES
+from tritonzero import ZeroOptimizer
+
+pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+
+TOLERANCE = {"fp32": 1e-6, "bf16": 1e-2, "fp16": 2e-3}  # relative, of a shard against the fp64 reference
+
+
+class _Net(torch.nn.Module):
+    """Weights of 190,643 / 161,219 / 79,163 elements: with their biases (613 / 263 / 301, not
+    multiples of REGION_ALIGN, so regions have gaps) one bucket averages 72,034 elements a
+    gradient, above DIRECT_MIN_ELEMENTS; alone, the biases and ``side.weight`` average 20,085."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(311, 613)
+        self.fc2 = torch.nn.Linear(613, 263)
+        self.side = torch.nn.Linear(263, 301)
+
+    def forward(self, x: torch.Tensor, use_side: bool) -> torch.Tensor:
+        y = self.fc2(torch.nn.functional.gelu(self.fc1(x)))
+        return y + self.side(y)[..., :263] if use_side else y
+
+
+def _model(dtype: torch.dtype) -> _Net:
+    torch.manual_seed(0)
+    return _Net().to(dtype)
+
+
+def _inputs(rank: int, step: int, dtype: torch.dtype) -> torch.Tensor:
+    return torch.randn(9, 311, generator=torch.Generator().manual_seed(100 * step + rank)).to(dtype)
+
+
+def _optimizer(model: _Net, dtype: torch.dtype, bucket_size: int, reduce_dtype: torch.dtype | None) -> ZeroOptimizer:
+    # fp16 sums keep the loss scale (1.0 leaves the shards comparable); no scaler otherwise.
+    return ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=bucket_size,
+                         reduce_dtype=reduce_dtype, loss_scale=1.0 if dtype == torch.float16 else None,
+                         reduce_transport="copy_engine")
+
+
+def _reduce(dtype_name: str, bucket_size: int, reduce_name: str | None) -> list[list[dict]]:
+    """Two steps (``side`` used, then not); per step and bucket: the shard's error and whether prep ran."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dtype = DTYPES[dtype_name]
+    model = _model(dtype).cuda()
+    opt = _optimizer(model, dtype, bucket_size, DTYPES[reduce_name] if reduce_name else None)
+    bucket_of_plan = {id(b.plan): b.index for b in opt.buckets}
+    prepped: set[int] = set()
+    prep_bucket = tritonzero.bucket.prep_bucket
+
+    def recording(plan, *args):
+        prepped.add(bucket_of_plan[id(plan)])
+        return prep_bucket(plan, *args)
+
+    steps = []
+    tritonzero.bucket.prep_bucket = recording
+    try:
+        for step, use_side in enumerate([True, False]):
+            prepped.clear()
+            ref = _model(dtype).double()
+            for r in range(world):  # fp64 reference: the mean over ranks, every rank's input recomputed here
+                (ref(_inputs(r, step, dtype).double(), use_side).square().mean() / world).backward()
+            ref_grads = {p: (q.grad if q.grad is not None else torch.zeros_like(q)).reshape(-1)
+                         for p, q in zip(model.parameters(), ref.parameters())}
+            opt.backward(model(_inputs(rank, step, dtype).cuda(), use_side).square().mean())
+            opt.finish_grad_sync()
+            opt._prepare_grads()  # the copies are summed and averaged here
+            out = []
+            for b in opt.buckets:
+                full = torch.zeros(b.layout.padded_numel, dtype=torch.float64)
+                for p, off, n in zip(b.params, b.layout.offsets, b.layout.numels):
+                    full[off : off + n] = ref_grads[p]
+                want = full[slice(*b.layout.shard_range(rank))]
+                err = ((b.master.grad.cpu().double() - want).norm() / full.norm()).item()
+                out.append({"params": len(b.params), "rel_err": err, "prepped": b.index in prepped})
+            steps.append(out)
+            opt.zero_grad()  # parameters unchanged: the next step's reference starts from the same model
+    finally:
+        tritonzero.bucket.prep_bucket = prep_bucket
+    return steps
+
+
+def _nonfinite(dtype_name: str) -> bool:
+    """An inf in ``fc2.weight``'s gradient (copied without prep) on the last rank only: True when
+    the step left every parameter as it was."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    dtype = DTYPES[dtype_name]
+    model = _model(dtype).cuda()
+
+    def poison(p):
+        p.grad.view(-1)[12345] = float("inf")
+
+    if rank == world - 1:  # registered first: runs before the optimizer takes the gradient
+        model.fc2.weight.register_post_accumulate_grad_hook(poison)
+    opt = _optimizer(model, dtype, 10**6, None)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt.backward(model(_inputs(rank, 0, dtype).cuda(), True).square().mean())
+    opt.step()
+    return all(torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
+
+
+# (bucket size, reduce dtype) -> per bucket, in order: whether it is prepped (the rest are copied).
+CASES = {
+    (10**6, None): [False],  # one bucket of every gradient
+    (150_000, None): [False, True, False],  # fc2.weight, the small ones (prepped), fc1.weight (padded)
+    (10**6, "fp32"): [True],  # a cast before the sum: prepped
+}
+
+
+def _cases(dtype_name: str) -> list[tuple[int, str | None]]:
+    return [(size, r) for size, r in CASES if r != dtype_name]  # fp32 -> fp32 is no cast
+
+
+def _every_case() -> dict:
+    out = {f"{d}-{size}-{r}": _reduce(d, size, r) for d in DTYPES for size, r in _cases(d)}
+    return out | {f"nonfinite-{d}": _nonfinite(d) for d in DTYPES}
+
+
+def test_copy_engine_copies_from_gradients():
+    per_rank = run_ranks(2, _every_case, backend="nccl")
+    for rank, results in enumerate(per_rank):
+        for dtype_name in DTYPES:
+            assert results[f"nonfinite-{dtype_name}"], (rank, dtype_name)  # step skipped everywhere
+            for size, reduce_name in _cases(dtype_name):
+                prepped = CASES[size, reduce_name]
+                steps = results[f"{dtype_name}-{size}-{reduce_name}"]
+                tol = TOLERANCE[dtype_name]
+                for step, buckets in enumerate(steps):
+                    print(f"rank {rank} {dtype_name} {size} {reduce_name} step {step}: "
+                          + " ".join(f"{b['rel_err']:.1e}{'p' if b['prepped'] else 'c'}" for b in buckets))
+                    assert [b["prepped"] for b in buckets] == prepped, (rank, dtype_name, size, step, buckets)
+                    assert all(b["rel_err"] < tol for b in buckets), (rank, dtype_name, size, step, buckets)
