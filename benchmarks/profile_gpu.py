@@ -5,11 +5,11 @@
 
 For each system (the models and builders of bench_overlap.py) it profiles ``--steps`` fwd+bwd+sync
 passes after a warm-up with ``torch.profiler`` (the optimizer step runs outside it) and prints
-rank 0's medians over those passes: the span from the
-first to the last kernel, the compute stream's busy and idle time, and kernel time by kind
-(GEMM, attention, NCCL, prep, other). Comparing a system's GEMM time with the floor's shows
-how much its communication slows compute down; idle time on the compute stream shows waits
-and host-bound launches.
+rank 0's medians over those passes: the span from the first to the last kernel or copy, the
+compute stream's busy and idle time, and time by kind (GEMM, attention, NCCL, prep, copies by
+copy engine, other). Comparing a system's GEMM time with the floor's shows how much its
+communication slows compute down; idle time on the compute stream shows waits and host-bound
+launches.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from bench_overlap import build_ddp, build_floor, build_tz, fresh_model
 
-KINDS = (("nccl", "nccl"), ("prep", "prep_bucket"), ("gemm", "gemm"), ("gemm", "nvjet"), ("gemm", "cutlass"),
+KINDS = (("nccl", "nccl"), ("prep", "prep_bucket"), ("copy", "memcpy"), ("gemm", "gemm"), ("gemm", "nvjet"), ("gemm", "cutlass"),
          ("gemm", "sm90_xmma"), ("attention", "flash"), ("attention", "fmha"), ("attention", "attention"))
 
 
@@ -46,7 +46,7 @@ def union_ms(spans: list[tuple[float, float]]) -> float:
 
 def analyse(trace_path: str) -> dict:
     with open(trace_path) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"]
+        events = [e for e in json.load(f)["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy")]
     per_stream = collections.Counter(e["args"]["stream"] for e in events if kind_of(e["name"]) == "gemm")
     compute = per_stream.most_common(1)[0][0]
     spans = [(e["ts"], e["ts"] + e["dur"]) for e in events]
@@ -74,7 +74,8 @@ def main() -> None:
     x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
     builders = {"floor": build_floor, "ddp": lambda m, a: build_ddp(m, a, args.bucket),
                 "tz": lambda m, a: build_tz(m, a, args.bucket),
-                "tz-lowprio": lambda m, a: build_tz(m, a, args.bucket, high_priority_comm=False)}
+                "tz-lowprio": lambda m, a: build_tz(m, a, args.bucket, high_priority_comm=False),
+                "tz-ce": lambda m, a: build_tz(m, a, args.bucket, fused=True, reduce_transport="copy_engine")}
     rows = {}
     for name in args.systems.split(","):
         model = fresh_model()
@@ -99,7 +100,7 @@ def main() -> None:
         del model, fwd_bwd, step
         dist.barrier()
     if rank == 0:
-        cols = ["span", "compute busy", "compute idle", "gemm", "attention", "other", "nccl", "prep"]
+        cols = ["span", "compute busy", "compute idle", "gemm", "attention", "other", "nccl", "prep", "copy"]
         print(f"bucket {args.bucket:.0e}, ms per fwd+bwd+sync (kernel sums; streams overlap)")
         print(f"{'system':<12}" + "".join(f"{c:>14}" for c in cols))
         for name, r in rows.items():

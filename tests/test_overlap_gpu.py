@@ -61,8 +61,9 @@ def _measure(delay_ms: float, kind: str, transport: str, in_flight: int = 10**6,
             time.sleep(delay_ms / 1e3)  # on the comm thread: the collective is issued this much later
             delayed[0] += (time.perf_counter() - t) * 1e3
 
-    # The collective the comm thread issues per bucket, and its stand-in with the delay first.
-    owner, name = (CopyEngineReduce, "push") if transport == "copy_engine" else (tzb, "reduce_scatter")
+    # The collective the comm thread issues per bucket, and its stand-in with the delay first
+    # (these buckets' gradients are large: the copy-engine transport copies them unprepped).
+    owner, name = (CopyEngineReduce, "push_grads") if transport == "copy_engine" else (tzb, "reduce_scatter")
     real = getattr(owner, name)
 
     def slow(*args, **kwargs):
