@@ -73,6 +73,17 @@ def full_masters(opt: ZeroOptimizer) -> dict[int, torch.Tensor]:
     return out
 
 
+def shard_rel_err(bucket, ref_grads: dict, rank: int) -> float:
+    """``bucket``'s fp32 master gradient on ``rank`` against the fp64 reference gradients (flat,
+    keyed by parameter) laid out as the bucket lays them out, relative to the whole bucket's
+    norm (a shard may be all padding)."""
+    full = torch.zeros(bucket.layout.padded_numel, dtype=torch.float64)
+    for p, off, n in zip(bucket.params, bucket.layout.offsets, bucket.layout.numels):
+        full[off : off + n] = ref_grads[p]
+    want = full[slice(*bucket.layout.shard_range(rank))]
+    return ((bucket.master.grad.cpu().double() - want).norm() / full.norm()).item()
+
+
 def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, use_all: bool = True,
              grad_scale: float = 1.0, lr: float | None = None, device: str = "cpu", reduce_dtype: str | None = None,
              accum: int = 1, clip: float | None = None, fused: bool = False, bad_step: int | None = None,

@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 import tritonzero.bucket
 from distributed import run_ranks
-from equivalence import DTYPES
+from equivalence import DTYPES, shard_rel_err
 from tritonzero import ZeroOptimizer
 
 pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
@@ -83,15 +83,7 @@ def _reduce(dtype_name: str, bucket_size: int, reduce_name: str | None) -> list[
             opt.backward(model(_inputs(rank, step, dtype).cuda(), use_side).square().mean())
             opt.finish_grad_sync()
             opt._prepare_grads()  # the copies are summed and averaged here
-            out = []
-            for b in opt.buckets:
-                full = torch.zeros(b.layout.padded_numel, dtype=torch.float64)
-                for p, off, n in zip(b.params, b.layout.offsets, b.layout.numels):
-                    full[off : off + n] = ref_grads[p]
-                want = full[slice(*b.layout.shard_range(rank))]
-                err = ((b.master.grad.cpu().double() - want).norm() / full.norm()).item()
-                out.append({"params": len(b.params), "rel_err": err, "prepped": b.index in prepped})
-            steps.append(out)
+            steps.append([{"rel_err": shard_rel_err(b, ref_grads, rank), "prepped": b.index in prepped} for b in opt.buckets])
             opt.zero_grad()  # parameters unchanged: the next step's reference starts from the same model
     finally:
         tritonzero.bucket.prep_bucket = prep_bucket

@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from conftest import cpu_only
 from distributed import run_ranks
-from equivalence import DTYPES
+from equivalence import DTYPES, shard_rel_err
 import tritonzero.bucket
 from tritonzero import ZeroOptimizer
 
@@ -76,11 +76,7 @@ def _reduce(dtype_name: str, reduce_name: str | None, device: str, transport: st
     ref_grads = dict(zip(model.parameters(), (q.grad.reshape(-1) for q in ref.parameters())))
     out = []
     for b in opt.buckets:
-        full = torch.zeros(b.layout.padded_numel, dtype=torch.float64)
-        for p, off, n in zip(b.params, b.layout.offsets, b.layout.numels):
-            full[off : off + n] = ref_grads[p]
-        want = full[slice(*b.layout.shard_range(rank))]
-        err = ((b.master.grad.cpu().double() - want).norm() / full.norm()).item()  # a shard may be all padding
+        err = shard_rel_err(b, ref_grads, rank)
         scaled = [torch.equal(seen[p][0], (seen[p][1].float() / world).to(dtype)) for p in b.params]
         untouched = [torch.equal(seen[p][0], seen[p][1]) for p in b.params]
         sent, average = calls.get(b.grad_shard.data_ptr(), (None, False))
