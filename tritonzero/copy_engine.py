@@ -43,9 +43,10 @@ _SLOT_ALIGN = 256  # bytes: every slot starts where any dtype's vector loads are
 # which fails this process's next CUDA call instead of hanging it; NCCL's watchdog default.
 _BARRIER_TIMEOUT_MS = 600_000
 # Buckets whose gradients average at least this many elements are copied straight from the
-# gradients (one copy per gradient and destination, ~5 us of host time each on the comm
-# thread); below it, one prep launch into a send buffer and one copy per destination cost less.
-# Transformer weights are millions of elements; a bucket of biases and norms averages thousands.
+# gradients (one copy per gradient and destination, several microseconds of host time each on
+# the comm thread); below it, one prep launch into a send buffer and one copy per destination
+# cost less. Transformer weights are millions of elements; a bucket of biases and norms
+# averages thousands.
 DIRECT_MIN_ELEMENTS = 1 << 16
 
 

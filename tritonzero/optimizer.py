@@ -75,8 +75,9 @@ class ZeroOptimizer(torch.optim.Optimizer):
         reduce_transport: ``"collective"`` (default): one reduce-scatter of the process group per
             bucket. ``"copy_engine"`` (CUDA, the GPUs of one node with peer access): each bucket's
             slices are copied into the peers' receive buffers by copy engines, with no SM taken
-            from backward, and summed in the step (copy_engine.py); costs (world size - 1) x the
-            gradient shard of memory outside torch's caching allocator.
+            from backward (straight from the gradients where they are large and in the reduce
+            dtype: no prep kernel), and summed in the step (copy_engine.py); costs (world size -
+            1) x the gradient shard of memory outside torch's caching allocator.
     """
 
     def __init__(
