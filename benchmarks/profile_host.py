@@ -93,7 +93,7 @@ def main():
         tzg.GradSync._on_grad = timed("hook (backward thread)", tzg.GradSync._on_grad)
         tzb.prep_bucket = timed("prep launch", tzb.prep_bucket)
         real_rs = tzb.reduce_scatter
-        tzb.reduce_scatter = timed("reduce_scatter call", lambda *a: TimedWork(real_rs(*a)))
+        tzb.reduce_scatter = timed("reduce_scatter call", lambda *a, **k: TimedWork(real_rs(*a, **k)))
         tzb.Bucket.issue = timed("Bucket.issue total", tzb.Bucket.issue)  # on the comm thread
         tzc.CopyEngineReduce.push = timed("copy-engine push", tzc.CopyEngineReduce.push)
         tzc.CopyEngineReduce.push_grads = timed("copy-engine push_grads", tzc.CopyEngineReduce.push_grads)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -57,6 +59,43 @@ def test_second_backward_before_step():
     opt.zero_grad()  # recovers: the next step works
     opt.backward(model(torch.randn(2, 3)).sum())
     opt.step()
+
+
+def test_failed_sync_raises_from_backward_under_back_pressure(monkeypatch):
+    """A bucket whose sync fails on the comm thread makes backward raise, also where back-pressure
+    waits for that bucket (it used to wait forever: a failed bucket is never issued); the
+    optimizer then steps as usual."""
+    import tritonzero.bucket
+
+    model = _mlp(16, 16, 16, 16, 16)
+    opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=16 * 16 + 16,
+                        max_buckets_in_flight=1)
+    assert len(opt.buckets) == 4  # one per layer: the second launch waits for the first bucket
+
+    def fail(*args, **kwargs):
+        raise OSError("injected")
+
+    monkeypatch.setattr(tritonzero.bucket, "prep_bucket", fail)
+    raised = []
+
+    def backward():
+        try:
+            opt.backward(model(torch.randn(3, 16)).sum())
+        except RuntimeError as e:
+            raised.append(e)
+
+    worker = threading.Thread(target=backward, daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "backward hung on a failed bucket"
+    assert len(raised) == 1 and "gradient sync failed" in str(raised[0]), raised
+    assert isinstance(raised[0].__cause__, OSError), raised[0].__cause__
+    monkeypatch.undo()
+    opt.zero_grad()
+    before = [p.detach().clone() for p in model.parameters()]
+    opt.backward(model(torch.randn(3, 16)).sum())
+    opt.step()
+    assert not any(torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
 
 
 def test_unknown_reduce_transport():

@@ -226,7 +226,7 @@ class Bucket:
     def wait(self) -> None:
         """Make the current stream (CUDA, no host sync) or the host (CPU) wait for the reduce-scatter.
 
-        The bucket must have been issued (``CommLauncher.drain`` or ``issued.wait()``) unless it
+        The bucket must have been issued (``CommLauncher.drain`` or ``wait_for``) unless it
         was never launched this step.
         """
         if self._cuda:

@@ -112,7 +112,7 @@ class GradSync:
         if len(self._in_flight) >= self.max_buckets_in_flight:
             # Back-pressure: the only place where compute may wait on comm during backward.
             oldest = self._in_flight.popleft()
-            oldest.issued.wait()
+            self.launcher.wait_for(oldest.issued)  # raises, on backward's thread, if issuing failed
             oldest.wait()
         bucket.mark_ready(self.timeline)
         divisor = self._divisor(bucket)

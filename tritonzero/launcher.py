@@ -53,6 +53,21 @@ class CommLauncher:
             self._state.pending += 1
         self._queue.put((fn, self._state, self._stream))
 
+    def wait_for(self, issued: threading.Event) -> None:
+        """Block the host until a callable of this launcher, submitted earlier, sets ``issued``;
+        raise (and clear) this launcher's first error instead if one comes first. A failed
+        callable never sets its event, and the ones after it are skipped: waiting on the event
+        alone would never end (it did: backward hung under back-pressure)."""
+        state = self._state
+        with state.idle:  # every callable notifies under this lock once it has run (or failed)
+            while not issued.is_set() and state.error is None and state.pending:
+                state.idle.wait()
+            error, state.error = state.error, None
+        if error is not None:
+            raise RuntimeError("tritonzero: issuing a bucket's gradient sync failed") from error
+        if not issued.is_set():  # its callable was skipped after an error already reported
+            raise RuntimeError("tritonzero: a bucket's gradient sync was never issued (an earlier error?)")
+
     def drain(self) -> None:
         """Block the host until every callable submitted to the device's thread so far, by any
         launcher, has run; re-raise this launcher's first error.
