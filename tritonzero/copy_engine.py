@@ -114,7 +114,7 @@ class CopyEngineReduce:
     def copies_directly(bucket: Bucket) -> bool:
         """Whether ``bucket`` can go by ``push_grads``: its gradients are in the reduce dtype, and
         one gradient (as many copies as a send buffer) or gradients of ``DIRECT_MIN_ELEMENTS`` on
-        average. ``GradSync`` also needs no unscale before the sum."""
+        average. ``GradSync`` sends it so unless a loss scale must divide it before the sum."""
         layout = bucket.layout
         return bucket.reduce_dtype == layout.dtype and (
             len(layout.numels) == 1 or sum(layout.numels) >= DIRECT_MIN_ELEMENTS * len(layout.numels)
