@@ -61,21 +61,34 @@ def test_second_backward_before_step():
     opt.step()
 
 
-def test_failed_sync_raises_from_backward_under_back_pressure(monkeypatch):
-    """A bucket whose sync fails on the comm thread makes backward raise, also where back-pressure
-    waits for that bucket (it used to wait forever: a failed bucket is never issued); the
-    optimizer then steps as usual."""
+def _failing_syncs(monkeypatch, max_buckets_in_flight: int) -> tuple[torch.nn.Module, ZeroOptimizer]:
+    """A model of 4 buckets (one per layer) whose syncs all fail on the comm thread until undone."""
     import tritonzero.bucket
 
     model = _mlp(16, 16, 16, 16, 16)
     opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=16 * 16 + 16,
-                        max_buckets_in_flight=1)
-    assert len(opt.buckets) == 4  # one per layer: the second launch waits for the first bucket
+                        max_buckets_in_flight=max_buckets_in_flight)
+    assert len(opt.buckets) == 4
 
     def fail(*args, **kwargs):
         raise OSError("injected")
 
     monkeypatch.setattr(tritonzero.bucket, "prep_bucket", fail)
+    return model, opt
+
+
+def _steps_normally(model: torch.nn.Module, opt: ZeroOptimizer) -> bool:
+    before = [p.detach().clone() for p in model.parameters()]
+    opt.backward(model(torch.randn(3, 16)).sum())
+    opt.step()
+    return not any(torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
+
+
+def test_failed_sync_raises_from_backward_under_back_pressure(monkeypatch):
+    """A bucket whose sync fails on the comm thread makes backward raise where back-pressure waits
+    for it (it used to wait forever: a failed bucket is never issued); ``step`` raises too until
+    ``zero_grad``, after which the optimizer steps as usual."""
+    model, opt = _failing_syncs(monkeypatch, max_buckets_in_flight=1)  # the second launch waits for the first
     raised = []
 
     def backward():
@@ -91,11 +104,27 @@ def test_failed_sync_raises_from_backward_under_back_pressure(monkeypatch):
     assert len(raised) == 1 and "gradient sync failed" in str(raised[0]), raised
     assert isinstance(raised[0].__cause__, OSError), raised[0].__cause__
     monkeypatch.undo()
+    with pytest.raises(RuntimeError, match="gradient sync failed"):
+        opt.step()  # no step on buckets that were never reduced
+    opt.zero_grad()  # the error was reported: no second report
+    assert _steps_normally(model, opt)
+
+
+def test_failed_sync_raises_until_zero_grad(monkeypatch):
+    """Without back-pressure a failed sync surfaces at ``step``, at every call until ``zero_grad``;
+    one nobody reported surfaces at ``zero_grad`` itself."""
+    model, opt = _failing_syncs(monkeypatch, max_buckets_in_flight=32)
+    opt.backward(model(torch.randn(3, 16)).sum())  # the failures are on the comm thread
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="gradient sync failed") as error:
+            opt.step()
+        assert isinstance(error.value.__cause__, OSError)
     opt.zero_grad()
-    before = [p.detach().clone() for p in model.parameters()]
     opt.backward(model(torch.randn(3, 16)).sum())
-    opt.step()
-    assert not any(torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
+    with pytest.raises(RuntimeError, match="gradient sync failed"):
+        opt.zero_grad()  # never reported before: reported here, and forgotten
+    monkeypatch.undo()
+    assert _steps_normally(model, opt)
 
 
 def test_unknown_reduce_transport():

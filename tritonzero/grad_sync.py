@@ -161,13 +161,16 @@ class GradSync:
             self.transport.add_received()
 
     def reset(self) -> None:
-        """Wait for anything launched, then forget this step's gradients and overflow flag."""
-        self.launcher.drain()
-        for bucket in self.buckets:
-            bucket.wait()
-            bucket.reset()
-        self._in_flight.clear()
-        self._callback_queued = False  # a backward that raised never ran its queued callback
-        self.flag.zero_()
-        if self.transport is not None:
-            self.transport.reset()
+        """Wait for anything launched, then forget this step's gradients, overflow flag and sync
+        error (raised here if nothing has raised it before)."""
+        try:
+            self.launcher.recover()
+        finally:
+            for bucket in self.buckets:
+                bucket.wait()
+                bucket.reset()
+            self._in_flight.clear()
+            self._callback_queued = False  # a backward that raised never ran its queued callback
+            self.flag.zero_()
+            if self.transport is not None:
+                self.transport.reset()

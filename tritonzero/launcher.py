@@ -21,14 +21,19 @@ import torch
 
 __all__ = ["CommLauncher"]
 
+_ISSUE_FAILED = "tritonzero: issuing a bucket's gradient sync failed; call zero_grad() before the next step"
+
 
 class _State:
-    """What one launcher and the comm thread share: the count of its callables not yet run, and its first error."""
+    """What one launcher and the comm thread share: the count of its callables not yet run, its
+    first error (kept, and its later callables skipped, until ``recover``), and whether a caller
+    has been told of that error."""
 
     def __init__(self):
         self.idle = threading.Condition()
         self.pending = 0
         self.error: BaseException | None = None
+        self.reported = False
 
 
 class CommLauncher:
@@ -55,22 +60,21 @@ class CommLauncher:
 
     def wait_for(self, issued: threading.Event) -> None:
         """Block the host until a callable of this launcher, submitted earlier, sets ``issued``;
-        raise (and clear) this launcher's first error instead if one comes first. A failed
-        callable never sets its event, and the ones after it are skipped: waiting on the event
-        alone would never end (it did: backward hung under back-pressure)."""
+        raise this launcher's error instead if there is one. A failed callable never sets its
+        event, and the ones after it are skipped: waiting on the event alone would never end
+        (it did: backward hung under back-pressure)."""
         state = self._state
         with state.idle:  # every callable notifies under this lock once it has run (or failed)
             while not issued.is_set() and state.error is None and state.pending:
                 state.idle.wait()
-            error, state.error = state.error, None
-        if error is not None:
-            raise RuntimeError("tritonzero: issuing a bucket's gradient sync failed") from error
-        if not issued.is_set():  # its callable was skipped after an error already reported
-            raise RuntimeError("tritonzero: a bucket's gradient sync was never issued (an earlier error?)")
+            self._raise_error()
+        if not issued.is_set():
+            raise RuntimeError("tritonzero: waited for a bucket whose gradient sync was never submitted")
 
     def drain(self) -> None:
         """Block the host until every callable submitted to the device's thread so far, by any
-        launcher, has run; re-raise this launcher's first error.
+        launcher, has run; raise this launcher's error, at every call until ``recover``, so that
+        no step goes on with a bucket that was never reduced.
 
         Every launcher's work, not only this one's: the caller's next collectives (a step's
         all-reduce and all-gathers) then come after every reduce-scatter queued before them,
@@ -79,14 +83,34 @@ class CommLauncher:
         thread while this one steps, in an order that may differ between ranks: with gloo a
         collective mismatch (measured: an abort); NCCL too needs one order per communicator.
         """
+        self._wait_idle()
+        with self._state.idle:
+            self._raise_error()
+
+    def recover(self) -> None:
+        """``drain``, then forget this launcher's error, so that its next callables run; raise
+        the error here if no caller has been told of it yet (it would go unseen otherwise)."""
+        self._wait_idle()
+        state = self._state
+        with state.idle:
+            error, reported = state.error, state.reported
+            state.error, state.reported = None, False
+        if error is not None and not reported:
+            raise RuntimeError(_ISSUE_FAILED) from error
+
+    def _wait_idle(self) -> None:
         self.submit(_nothing)  # the queue is FIFO: once this has run, so has everything before it
         state = self._state
         with state.idle:
             while state.pending:
                 state.idle.wait()
-            error, state.error = state.error, None
-        if error is not None:
-            raise RuntimeError("tritonzero: issuing a bucket's gradient sync failed") from error
+
+    def _raise_error(self) -> None:
+        """With ``idle`` held: raise this launcher's error, if any, and note that it was reported."""
+        state = self._state
+        if state.error is not None:
+            state.reported = True
+            raise RuntimeError(_ISSUE_FAILED) from state.error
 
 
 def _nothing() -> None:
@@ -117,7 +141,7 @@ def _serve(work: queue.SimpleQueue, device: torch.device) -> None:
             if stream is not current:  # another launcher's stream: one switch, not one per callable
                 torch.cuda.set_stream(stream)
                 current = stream
-            if state.error is None:  # after a failure, skip the launcher's rest until drain reports it
+            if state.error is None:  # after a failure, skip the launcher's rest until ``recover``
                 fn()
         except BaseException as e:  # reported by drain() on the caller's thread
             state.error = e
