@@ -5,7 +5,7 @@ copied into the peer's slot and this rank's shard, and the step applies 1 / worl
 against an fp64 reference: gaps between regions and the bucket's padding, a parameter with a
 gradient in one step and none in the next (its slot parts must be zeroed, not left stale), the
 buckets that must still be prepped (small gradients, a cast to fp32), and a non-finite gradient
-on one rank that must skip the step on every rank.
+on one rank that must skip the step on every rank. Slots and shards start poisoned with NaN.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
+import torch.distributed._symmetric_memory as symm_mem
 
 import tritonzero.bucket
 from distributed import run_ranks
 from equivalence import DTYPES, shard_rel_err
 from tritonzero import ZeroOptimizer
+from tritonzero.copy_engine import CopyEngineReduce
 
 pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
 
@@ -61,17 +63,28 @@ def _reduce(dtype_name: str, bucket_size: int, reduce_name: str | None) -> list[
     rank, world = dist.get_rank(), dist.get_world_size()
     dtype = DTYPES[dtype_name]
     model = _model(dtype).cuda()
-    opt = _optimizer(model, dtype, bucket_size, DTYPES[reduce_name] if reduce_name else None)
+    # Poisoned: the receive slots as allocated (all bits set: NaN in every float dtype; only the
+    # transport's zeroing makes their padding read as zeros) and each shard before the copies.
+    empty = symm_mem.empty
+    symm_mem.empty = lambda *args, **kwargs: empty(*args, **kwargs).fill_(255)
+    try:
+        opt = _optimizer(model, dtype, bucket_size, DTYPES[reduce_name] if reduce_name else None)
+    finally:
+        symm_mem.empty = empty
     bucket_of_plan = {id(b.plan): b.index for b in opt.buckets}
     prepped: set[int] = set()
-    prep_bucket = tritonzero.bucket.prep_bucket
+    prep_bucket, push_grads = tritonzero.bucket.prep_bucket, CopyEngineReduce.push_grads
 
     def recording(plan, *args):
         prepped.add(bucket_of_plan[id(plan)])
         return prep_bucket(plan, *args)
 
+    def poisoned(transport, bucket):
+        bucket.grad_shard.fill_(float("nan"))
+        push_grads(transport, bucket)
+
     steps = []
-    tritonzero.bucket.prep_bucket = recording
+    tritonzero.bucket.prep_bucket, CopyEngineReduce.push_grads = recording, poisoned
     try:
         for step, use_side in enumerate([True, False]):
             prepped.clear()
@@ -86,7 +99,7 @@ def _reduce(dtype_name: str, bucket_size: int, reduce_name: str | None) -> list[
             steps.append([{"rel_err": shard_rel_err(b, ref_grads, rank), "prepped": b.index in prepped} for b in opt.buckets])
             opt.zero_grad()  # parameters unchanged: the next step's reference starts from the same model
     finally:
-        tritonzero.bucket.prep_bucket = prep_bucket
+        tritonzero.bucket.prep_bucket, CopyEngineReduce.push_grads = prep_bucket, push_grads
     return steps
 
 
