@@ -3,7 +3,8 @@
 The reduced shards must match an fp64 reference either way, and the reduce-scatter's input is
 the gradient tensor autograd made exactly when it fits. On gloo prep scales that gradient in
 place (1 / world size); on NCCL with a power-of-two world the collective scales it as it reads
-it (PreMulSum), and the gradient is left as it was.
+it (PreMulSum), and the gradient is left as it was; where a loss scale divides gradients before
+the sum, prep scales it in place with either transport.
 """
 
 from __future__ import annotations
@@ -30,18 +31,19 @@ def _model(dtype: torch.dtype) -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(37, 128), torch.nn.Tanh(), torch.nn.Linear(128, 5)).to(dtype)
 
 
-def _optimizer(model: torch.nn.Module, dtype: torch.dtype, reduce_dtype: torch.dtype | None, transport: str) -> ZeroOptimizer:
+def _optimizer(model: torch.nn.Module, dtype: torch.dtype, reduce_dtype: torch.dtype | None, transport: str,
+               scaled: bool = False) -> ZeroOptimizer:
     # fp16 sums keep the loss scale: 1.0 leaves the shards comparable. Other dtypes without a
-    # scaler, so that no loss scale divides their gradients before the reduction.
+    # scaler unless ``scaled``: prep then divides their gradients by it (1.0) before the sum.
     return ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=100, reduce_dtype=reduce_dtype,
-                         loss_scale=1.0 if dtype == torch.float16 else None, reduce_transport=transport)
+                         loss_scale=1.0 if dtype == torch.float16 or scaled else None, reduce_transport=transport)
 
 
 def _inputs(rank: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.randn(7, 37, generator=torch.Generator().manual_seed(100 + rank)).to(dtype)
 
 
-def _reduce(dtype_name: str, reduce_name: str | None, device: str, transport: str) -> dict:
+def _reduce(dtype_name: str, reduce_name: str | None, scaled: bool, device: str, transport: str) -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
     dtype = DTYPES[dtype_name]
     model = _model(dtype).to(device)
@@ -57,7 +59,7 @@ def _reduce(dtype_name: str, reduce_name: str | None, device: str, transport: st
 
     for p in model.parameters():  # registered first: runs before the optimizer takes the gradient
         p.register_post_accumulate_grad_hook(capture)
-    opt = _optimizer(model, dtype, DTYPES[reduce_name] if reduce_name else None, transport)
+    opt = _optimizer(model, dtype, DTYPES[reduce_name] if reduce_name else None, transport, scaled)
     calls = {}  # reduce-scatter output address -> (input address, average)
     reduce_scatter = tritonzero.bucket.reduce_scatter
 
@@ -77,8 +79,8 @@ def _reduce(dtype_name: str, reduce_name: str | None, device: str, transport: st
     out = []
     for b in opt.buckets:
         err = shard_rel_err(b, ref_grads, rank)
-        scaled = [torch.equal(seen[p][0], (seen[p][1].float() / world).to(dtype)) for p in b.params]
-        untouched = [torch.equal(seen[p][0], seen[p][1]) for p in b.params]
+        scaled = all(torch.equal(seen[p][0], (seen[p][1].float() / world).to(dtype)) for p in b.params)
+        untouched = all(torch.equal(seen[p][0], seen[p][1]) for p in b.params)
         sent, average = calls.get(b.grad_shard.data_ptr(), (None, False))
         out.append({"params": len(b.params), "padded": b.layout.padded_numel, "numel": sum(b.layout.numels),
                     "rel_err": err, "scaled": scaled, "untouched": untouched, "average": average,
@@ -107,11 +109,11 @@ def _nonfinite(dtype_name: str, device: str, transport: str) -> bool:
     return all(torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
 
 
-REDUCE = {"same-dtype": None, "reduce-fp32": "fp32"}
+REDUCE = {"same-dtype": (None, False), "reduce-fp32": ("fp32", False), "loss-scaled": (None, True)}  # (reduce dtype, scaler)
 
 
 def every_case(device: str = "cpu", transport: str = "collective") -> dict:
-    out = {f"{d}-{r}": _reduce(d, reduce_name, device, transport) for d in DTYPES for r, reduce_name in REDUCE.items()}
+    out = {f"{d}-{r}": _reduce(d, *REDUCE[r], device, transport) for d in DTYPES for r in REDUCE}
     return out | {f"nonfinite-{d}": _nonfinite(d, device, transport) for d in DTYPES}
 
 
@@ -123,9 +125,11 @@ def _results(world_size: int) -> list[dict]:
 
 def check(world_size: int, per_rank: list[dict], dtype_name: str, reduce_id: str) -> None:
     """Every shard matches the reference; exactly the fitting gradients were the collective's
-    input, scaled in place by prep (gloo) or by the collective (NCCL, 2 ranks). The copy-engine
-    transport calls no collective and scales no gradient in place (its step applies the factor)."""
-    reduce_name = REDUCE[reduce_id]
+    input, scaled in place by prep (gloo, or any transport where a loss scale divides them before
+    the sum) or by the collective (NCCL, 2 ranks). The copy-engine transport calls no collective
+    (its step applies 1 / world size)."""
+    reduce_name, scaled = REDUCE[reduce_id]
+    divided = scaled and dtype_name != "fp16"  # fp16 sums keep the scale; others are divided first
     in_place_seen = False
     for rank_results in per_rank:
         res = rank_results[f"{dtype_name}-{reduce_id}"]
@@ -135,12 +139,14 @@ def check(world_size: int, per_rank: list[dict], dtype_name: str, reduce_id: str
             exact = b["params"] == 1 and b["numel"] == b["padded"] and reduce_name in (None, dtype_name)
             in_place_seen |= exact
             if b["transport"] == "copy_engine":
-                assert not b["collective"] and all(b["untouched"]), b
-                continue
-            assert b["from_grad"] == exact, b
-            in_collective = exact and b["nccl"] and world_size & (world_size - 1) == 0
-            assert b["average"] == in_collective, b
-            assert all(b["scaled"] if exact and not in_collective else b["untouched"]), b
+                assert not b["collective"], b
+                prepped_in_place = exact and divided
+            else:
+                assert b["from_grad"] == exact, b
+                in_collective = exact and b["nccl"] and world_size & (world_size - 1) == 0 and not divided
+                assert b["average"] == in_collective, b
+                prepped_in_place = exact and not in_collective
+            assert b["scaled"] if prepped_in_place else b["untouched"], b
     # Only on 2 ranks, with the reduce dtype the parameters' own, does any bucket fit exactly.
     assert in_place_seen == (world_size == 2 and reduce_name in (None, dtype_name))
 

@@ -23,7 +23,7 @@ the comm thread (Triton interpreter) and the reduce-scatter runs async until ``w
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.distributed as dist
@@ -130,6 +130,7 @@ class Bucket:
         divided by the device scalar ``divisor`` if given; missing gradients read as zeros) and
         start its reduce-scatter. With one rank prep writes the shard itself.
 
+        A gradient that fills the bucket exactly is its own send buffer (``_whole_grad``).
         ``unprepped`` (``GradSync``; needs ``divisor`` None): no prep kernel. On NCCL a gradient
         that is its own send buffer is sent as it is (``factor`` is 1 / world size, exact in
         every dtype): the reduce-scatter multiplies it by ``factor`` as it reads it; its
@@ -137,44 +138,10 @@ class Bucket:
         ``MasterGrads`` checks before the step: a sum with a non-finite term is not finite. With
         ``transport`` (copy_engine.py: copies instead of the collective) the copies read the
         gradients themselves, and ``MasterGrads`` multiplies the sum by ``factor`` in the step."""
-        mark = marker(timeline)
         if self._cuda:
             stream = self._current_stream()
             stream.wait_event(self.ready)
-        solo = self.layout.world_size == 1
-        # HAZARD (reuse): on CUDA both buffers come from the comm stream's pool, after the wait
-        # on ``ready`` (unless the send buffer is the gradient itself, held below). The bucket is
-        # freed there after ``work.wait``, so the next bucket gets it only after this collective
-        # has read it. Last step's shard, read by that step on the
-        # compute stream, went back to this pool at ``reset``; any reuse comes after this wait
-        # on an event recorded on the compute stream after that step.
-        self.grad_shard = torch.empty(self.layout.shard_numel, dtype=self.reduce_dtype, device=self.param_buffer.device)
-        if transport is not None and unprepped:
-            mark("comm", f"reduce-scatter b{self.index} start")
-            transport.push_grads(self)  # copies on this (the comm) stream: ``done`` covers them
-            mark("comm", f"reduce-scatter b{self.index} end")
-        else:
-            bucket, in_place = (self.grad_shard, False) if solo else self._send_buffer()
-            as_is = in_place and unprepped
-            if not as_is:
-                mark("comm", f"prep b{self.index} start")
-                self._sources = self.plan.source_table(self.grads, previous=self._sources)
-                prep_bucket(self.plan, self._sources, bucket, flag, factor, self.layout.dtype, divisor)
-                mark("comm", f"prep b{self.index} end")
-            if not solo:
-                mark("comm", f"reduce-scatter b{self.index} start")
-                if transport is not None:
-                    transport.push(self, bucket)
-                    mark("comm", f"reduce-scatter b{self.index} end")
-                else:
-                    work = reduce_scatter(self.grad_shard, bucket, group, average=as_is)
-                    if self._cuda:
-                        # The comm stream (not the host) waits for NCCL's stream, so ``done`` marks the
-                        # shard as written and ``bucket`` as no longer read.
-                        work.wait()
-                        mark("comm", f"reduce-scatter b{self.index} end")
-                    else:
-                        self._work = (work, bucket)  # the bucket must outlive the async collective
+        self._reduce(factor, flag, group, marker(timeline), divisor, unprepped, transport)
         if self._cuda:
             # HAZARD (use-after-free): backward has dropped these gradients; if their memory
             # served a compute-stream allocation before the prep kernel (or a copy, or the
@@ -186,17 +153,64 @@ class Bucket:
         self.grads = [None] * len(self.params)
         self.issued.set()
 
-    def _send_buffer(self) -> tuple[torch.Tensor, bool]:
-        """The reduce-scatter's input and whether it is a gradient: a new bucket, or the gradient
-        itself when the bucket holds one parameter whose gradient fills it exactly (reduce dtype,
-        no padding). Prep, if it runs, then scales that gradient in place (each element is read
-        before it is written, by the same thread). Either way no bucket-sized buffer is allocated
-        while backward's activations are alive: with a 1e6 bucket size a large weight's bucket is
-        32 MiB, allocated at backward's peak."""
+    def _reduce(
+        self,
+        factor: float,
+        flag: torch.Tensor,
+        group: dist.ProcessGroup | None,
+        mark: Callable[[str, str], None],
+        divisor: torch.Tensor | None,
+        unprepped: bool,
+        transport: CopyEngineReduce | None,
+    ) -> None:
+        """``issue``'s work on the comm stream, after the wait for ``ready``."""
+        solo = self.layout.world_size == 1
+        # HAZARD (reuse): on CUDA new buffers come from the comm stream's pool, after the wait on
+        # ``ready`` (a gradient that is the send buffer is held by ``issue`` instead). A new send
+        # buffer is freed there after ``work.wait``, so the next bucket gets it only after this
+        # collective has read it. Last step's shard, read by that step on the
+        # compute stream, went back to this pool at ``reset``; any reuse comes after this wait on
+        # an event recorded on the compute stream after that step.
+        self.grad_shard = torch.empty(self.layout.shard_numel, dtype=self.reduce_dtype, device=self.param_buffer.device)
+        whole = None if solo else self._whole_grad()
+        if transport is not None and unprepped:
+            send = None  # the copies read the gradients
+        elif solo:
+            send = self.grad_shard
+        else:
+            # No bucket-sized buffer when the gradient is one: with a 1e6 bucket size a large
+            # weight's bucket is 32 MiB, allocated at backward's peak.
+            send = whole if whole is not None else torch.empty_like(self.param_buffer, dtype=self.reduce_dtype)
+        as_is = unprepped and whole is not None
+        if send is not None and not as_is:
+            mark("comm", f"prep b{self.index} start")
+            self._sources = self.plan.source_table(self.grads, previous=self._sources)
+            prep_bucket(self.plan, self._sources, send, flag, factor, self.layout.dtype, divisor)
+            mark("comm", f"prep b{self.index} end")
+        if solo:
+            return
+        mark("comm", f"reduce-scatter b{self.index} start")
+        if transport is None:
+            work = reduce_scatter(self.grad_shard, send, group, average=as_is)
+            if not self._cuda:
+                self._work = (work, send)  # the send buffer must outlive the async collective
+                return
+            # The comm stream (not the host) waits for NCCL's stream, so ``done`` marks the shard
+            # as written and ``send`` as no longer read.
+            work.wait()
+        elif send is None:
+            transport.push_grads(self)  # copies on this (the comm) stream: ``done`` covers them
+        else:
+            transport.push(self, send)
+        mark("comm", f"reduce-scatter b{self.index} end")
+
+    def _whole_grad(self) -> torch.Tensor | None:
+        """The bucket's one gradient, flat, when it fills the bucket exactly: the send buffer
+        (prep, if it runs, scales it in place: each element is read before it is written, by the
+        same thread). The shard is not a slice of it: that would hold the whole gradient until
+        the step, (world size - 1) x the shard more than ZeRO-2 keeps."""
         grad = self.grads[0] if self.fits_exactly else None
-        if grad is not None:
-            return grad.view(-1), True
-        return torch.empty_like(self.param_buffer, dtype=self.reduce_dtype), False
+        return None if grad is None else grad.view(-1)
 
     @property
     def fits_exactly(self) -> bool:

@@ -28,6 +28,8 @@ layout is written for any world size within one node.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.distributed as dist
 
@@ -94,20 +96,19 @@ class CopyEngineReduce:
         }
         self._buckets = buckets
         self._incoming = [[slot(self._buffer, b, q, rank) for b in buckets] for q in peers]  # per sender, per bucket
-        # For ``push_grads``, per bucket and gradient: (destination, source slice) of each part,
-        # peers' slot pieces as views; this rank's shard is allocated per step, so a slice of it.
-        self._direct: dict[int, tuple[list[list[tuple[torch.Tensor, slice]]], list[list[tuple[slice, slice]]], bool]] = {}
+        # For ``push_grads``: each bucket's parts, peers' slot pieces as views (this rank's shard
+        # is a new tensor each step, so slices of it).
+        self._direct: dict[int, _DirectParts] = {}
         for b in filter(self.copies_directly, buckets):
             to_peers: list[list[tuple[torch.Tensor, slice]]] = [[] for _ in b.params]
             for peer_slot, part in self._outgoing[b.index]:
                 for i, src, dst in _parts(b.layout, part):
                     to_peers[i].append((peer_slot[dst], src))
             own: list[list[tuple[slice, slice]]] = [[] for _ in b.params]
-            mine = slice(*b.layout.shard_range(rank))
-            for i, src, dst in _parts(b.layout, mine):
+            for i, src, dst in _parts(b.layout, slice(*b.layout.shard_range(rank))):
                 own[i].append((dst, src))
             covered = sum(dst.stop - dst.start for parts in own for dst, _ in parts)
-            self._direct[b.index] = (to_peers, own, covered < b.layout.shard_numel)
+            self._direct[b.index] = _DirectParts(to_peers, own, covered < b.layout.shard_numel)
         self._landed = False
 
     @staticmethod
@@ -140,11 +141,11 @@ class CopyEngineReduce:
         every peer's slice straight into its place in that peer's slot, its part of this rank's
         slice into ``grad_shard``; a missing gradient's parts and the shard's padding as zeros
         (the slots' padding is zero from ``__init__`` on). No factor applied: see the module doc."""
-        to_peers, own, padded = self._direct[bucket.index]
+        parts = self._direct[bucket.index]
         shard = bucket.grad_shard
-        if padded or any(g is None for g in bucket.grads):
+        if parts.padded or any(g is None for g in bucket.grads):
             shard.zero_()
-        for grad, peer_parts, own_parts in zip(bucket.grads, to_peers, own):
+        for grad, peer_parts, own_parts in zip(bucket.grads, parts.to_peers, parts.own):
             if grad is None:
                 for dst, _ in peer_parts:
                     dst.zero_()  # last step's values are still there
@@ -174,6 +175,15 @@ class CopyEngineReduce:
     def reset(self) -> None:
         """A step dropped without summing (``zero_grad`` after backward): the next ``finish`` waits again."""
         self._landed = False
+
+
+class _DirectParts(NamedTuple):
+    """Where ``push_grads`` copies a bucket's gradients, per gradient: (destination view, slice of
+    the flat gradient) in peers' slots, and (slice of ``grad_shard``, slice of the flat gradient)."""
+
+    to_peers: list[list[tuple[torch.Tensor, slice]]]
+    own: list[list[tuple[slice, slice]]]
+    padded: bool  # the gradients leave part of this rank's shard uncovered (zeroed per step)
 
 
 def _parts(layout: BucketLayout, part: slice):

@@ -56,7 +56,7 @@ def plan_buckets(
     bucket of its own, while the small parameters around it (biases, norms) keep filling the open
     bucket instead of costing a collective each. Alone, a large gradient usually fills its bucket
     exactly (its size a multiple of ``world_size * SHARD_ALIGN``), and then reduces in place with
-    no bucket-sized buffer (``Bucket._send_buffer``).
+    no bucket-sized buffer (``Bucket._whole_grad``).
     Buckets are returned in expected launch order within each (dtype, group) stream.
     """
     if bucket_size < 1:
