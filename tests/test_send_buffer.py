@@ -21,6 +21,7 @@ from equivalence import DTYPES, shard_rel_err
 import tritonzero.bucket
 from tritonzero import ZeroOptimizer
 
+LOSS_SCALE = 2.0  # a power of two: gradients divided by it in prep stay exact, so the test can see it
 TOLERANCE = {"fp32": 1e-6, "bf16": 1e-2, "fp16": 2e-3}  # relative; the looser of parameter and reduce dtype applies
 
 
@@ -32,18 +33,19 @@ def _model(dtype: torch.dtype) -> torch.nn.Module:
 
 
 def _optimizer(model: torch.nn.Module, dtype: torch.dtype, reduce_dtype: torch.dtype | None, transport: str,
-               scaled: bool = False) -> ZeroOptimizer:
+               loss_scaled: bool = False) -> ZeroOptimizer:
     # fp16 sums keep the loss scale: 1.0 leaves the shards comparable. Other dtypes without a
-    # scaler unless ``scaled``: prep then divides their gradients by it (1.0) before the sum.
+    # scaler unless ``loss_scaled``: prep then divides their gradients by LOSS_SCALE before the sum.
+    scale = LOSS_SCALE if loss_scaled else 1.0 if dtype == torch.float16 else None
     return ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=100, reduce_dtype=reduce_dtype,
-                         loss_scale=1.0 if dtype == torch.float16 or scaled else None, reduce_transport=transport)
+                         loss_scale=scale, reduce_transport=transport)
 
 
 def _inputs(rank: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.randn(7, 37, generator=torch.Generator().manual_seed(100 + rank)).to(dtype)
 
 
-def _reduce(dtype_name: str, reduce_name: str | None, scaled: bool, device: str, transport: str) -> dict:
+def _reduce(dtype_name: str, reduce_name: str | None, loss_scaled: bool, device: str, transport: str) -> dict:
     rank, world = dist.get_rank(), dist.get_world_size()
     dtype = DTYPES[dtype_name]
     model = _model(dtype).to(device)
@@ -59,7 +61,7 @@ def _reduce(dtype_name: str, reduce_name: str | None, scaled: bool, device: str,
 
     for p in model.parameters():  # registered first: runs before the optimizer takes the gradient
         p.register_post_accumulate_grad_hook(capture)
-    opt = _optimizer(model, dtype, DTYPES[reduce_name] if reduce_name else None, transport, scaled)
+    opt = _optimizer(model, dtype, DTYPES[reduce_name] if reduce_name else None, transport, loss_scaled)
     calls = {}  # reduce-scatter output address -> (input address, average)
     reduce_scatter = tritonzero.bucket.reduce_scatter
 
@@ -79,7 +81,10 @@ def _reduce(dtype_name: str, reduce_name: str | None, scaled: bool, device: str,
     out = []
     for b in opt.buckets:
         err = shard_rel_err(b, ref_grads, rank)
-        scaled = all(torch.equal(seen[p][0], (seen[p][1].float() / world).to(dtype)) for p in b.params)
+        # What prep multiplies a gradient by in place: 1 / world size, and 1 / the loss scale where
+        # it divides (fp16 sums keep the scale).
+        divisor = world * (LOSS_SCALE if loss_scaled and dtype != torch.float16 else 1.0)
+        scaled = all(torch.equal(seen[p][0], (seen[p][1].float() / divisor).to(dtype)) for p in b.params)
         untouched = all(torch.equal(seen[p][0], seen[p][1]) for p in b.params)
         sent, average = calls.get(b.grad_shard.data_ptr(), (None, False))
         out.append({"params": len(b.params), "padded": b.layout.padded_numel, "numel": sum(b.layout.numels),
@@ -128,8 +133,8 @@ def check(world_size: int, per_rank: list[dict], dtype_name: str, reduce_id: str
     input, scaled in place by prep (gloo, or any transport where a loss scale divides them before
     the sum) or by the collective (NCCL, 2 ranks). The copy-engine transport calls no collective
     (its step applies 1 / world size)."""
-    reduce_name, scaled = REDUCE[reduce_id]
-    divided = scaled and dtype_name != "fp16"  # fp16 sums keep the scale; others are divided first
+    reduce_name, loss_scaled = REDUCE[reduce_id]
+    divided = loss_scaled and dtype_name != "fp16"  # fp16 sums keep the scale; others are divided first
     in_place_seen = False
     for rank_results in per_rank:
         res = rank_results[f"{dtype_name}-{reduce_id}"]

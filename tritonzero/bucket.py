@@ -168,9 +168,9 @@ class Bucket:
         # HAZARD (reuse): on CUDA new buffers come from the comm stream's pool, after the wait on
         # ``ready`` (a gradient that is the send buffer is held by ``issue`` instead). A new send
         # buffer is freed there after ``work.wait``, so the next bucket gets it only after this
-        # collective has read it. Last step's shard, read by that step on the
-        # compute stream, went back to this pool at ``reset``; any reuse comes after this wait on
-        # an event recorded on the compute stream after that step.
+        # collective has read it. Last step's shard, read by that step on the compute stream,
+        # went back to this pool at ``reset``; any reuse comes after this wait on an event
+        # recorded on the compute stream after that step.
         self.grad_shard = torch.empty(self.layout.shard_numel, dtype=self.reduce_dtype, device=self.param_buffer.device)
         whole = None if solo else self._whole_grad()
         if transport is not None and unprepped:
