@@ -58,7 +58,6 @@ class CopyEngineReduce:
     def __init__(self, buckets: list[Bucket], group: dist.ProcessGroup, rank: int, world_size: int):
         import torch.distributed._symmetric_memory as symm_mem
 
-        self.rank = rank
         # One layout on every rank: slot (b, j) holds sender j's slice of bucket b, j counting the
         # senders in rank order with the receiver left out, so every rank computes the same offsets.
         offsets: dict[tuple[int, int], int] = {}
@@ -94,6 +93,7 @@ class CopyEngineReduce:
         self._outgoing = {  # bucket index -> (this rank's slot on peer q, the slice of the bucket it gets)
             b.index: [(slot(remote[q], b, rank, q), slice(*b.layout.shard_range(q))) for q in peers] for b in buckets
         }
+        self._own = {b.index: slice(*b.layout.shard_range(rank)) for b in buckets}  # this rank's slice of each bucket
         self._buckets = buckets
         self._incoming = [[slot(self._buffer, b, q, rank) for b in buckets] for q in peers]  # per sender, per bucket
         # For ``push_grads``: each bucket's parts, peers' slot pieces as views (this rank's shard
@@ -105,7 +105,7 @@ class CopyEngineReduce:
                 for i, src, dst in _parts(b.layout, part):
                     to_peers[i].append((peer_slot[dst], src))
             own: list[list[tuple[slice, slice]]] = [[] for _ in b.params]
-            for i, src, dst in _parts(b.layout, slice(*b.layout.shard_range(rank))):
+            for i, src, dst in _parts(b.layout, self._own[b.index]):
                 own[i].append((dst, src))
             covered = sum(dst.stop - dst.start for parts in own for dst, _ in parts)
             self._direct[b.index] = _DirectParts(to_peers, own, covered < b.layout.shard_numel)
@@ -134,7 +134,7 @@ class CopyEngineReduce:
         """
         for peer_slot, part in self._outgoing[bucket.index]:
             peer_slot.copy_(send[part])
-        bucket.grad_shard.copy_(send[slice(*bucket.layout.shard_range(self.rank))])
+        bucket.grad_shard.copy_(send[self._own[bucket.index]])
 
     def push_grads(self, bucket: Bucket) -> None:
         """On the comm stream, for a bucket that ``copies_directly``: each gradient's part of
