@@ -5,12 +5,17 @@
 
 tritonzero's systems: ``tz`` (foreach AdamW), ``tz-fused`` (fused AdamW), ``tz-ce`` (fused AdamW,
 ``reduce_transport="copy_engine"``), ``tz-overlap`` (fused, all-gathers behind the next forward)
-and ``tz-trace`` / ``tz-overlap-trace`` (with a timeline).
+and ``tz-trace`` / ``tz-overlap-trace`` (with a timeline). ``floor-sync`` is the floor plus a
+one-element all-reduce after backward and after the step: the cost of being synchronous alone
+(each step waits for the slower rank), with no bytes moved.
 
 Model: 8 pre-norm transformer blocks, d=2048 (about 403M parameters), fp16, input 4 x 1024 tokens
 per GPU, AdamW (fp32 master weights and a scaled loss for every system, see ``MasterAdamW``).
 Systems run one after another in this process; each is timed with CUDA events over ``--steps``
-steps after ``--warmup`` steps, and rank 0 prints each system's medians as soon as it is done.
+steps after ``--warmup`` steps, and rank 0 prints each system's medians as soon as it is done
+(and every rank's fwd+bwd+sync median; the JSON rows hold every rank's steps). The host waits for
+the GPU at every step's start; ``--lead-ms L`` lets it run L ms ahead instead (a GPU sleep before
+the timed window), as in a loop that does not sync every step.
 Peak memory is torch's allocator peak, plus the receive slots of tritonzero's copy-engine
 transport (``tz-ce``), which live outside that allocator.
 """
@@ -100,6 +105,15 @@ def scaled_loss(out: torch.Tensor) -> torch.Tensor:
 def build_floor(model, args):
     opt = MasterAdamW(model.parameters(), lr=1e-5)
     return (lambda x: scaled_loss(model(x)).backward()), (lambda: (opt.step(), opt.zero_grad()))
+
+
+def build_floor_sync(model, args):
+    """The floor plus the two rendezvous of a synchronous data-parallel step (a one-element
+    all-reduce after backward and after the step), no bytes: what waiting for the slower rank
+    alone costs."""
+    fwd_bwd, step = build_floor(model, args)
+    token = torch.zeros(1, device=next(model.parameters()).device)
+    return (lambda x: (fwd_bwd(x), dist.all_reduce(token))), (lambda: (step(), dist.all_reduce(token)))
 
 
 def build_tz(model, args, bucket, trace=False, fused=False, overlap=False, **options):
@@ -195,6 +209,17 @@ class SystemUnavailable(Exception):
     """A system's builder failed (on every rank: same code, same packages); the run goes on."""
 
 
+def sleep_cycles_per_ms() -> float:
+    """``torch.cuda._sleep`` cycles per millisecond on this GPU, measured."""
+    torch.cuda._sleep(1000)  # the first launch loads the kernel
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    torch.cuda._sleep(10**7)
+    e1.record()
+    e1.synchronize()
+    return 10**7 / e0.elapsed_time(e1)
+
+
 def run(name, builder, x, args):
     gc.collect()  # the previous system's optimizer and hooks form reference cycles
     torch.cuda.empty_cache()
@@ -221,6 +246,13 @@ def run(name, builder, x, args):
             iter_ms.append(previous.elapsed_time(e0))
         if i == args.warmup + args.steps:
             break
+        start = e0
+        if args.lead_cycles:
+            # The GPU sleeps while the host issues the step, as in a loop that does not sync
+            # every step; timing starts when the sleep ends.
+            torch.cuda._sleep(args.lead_cycles)
+            start = torch.cuda.Event(enable_timing=True)
+            start.record()
         fwd_bwd(x)
         e1.record()
         step()
@@ -228,12 +260,16 @@ def run(name, builder, x, args):
         previous = None
         if i >= args.warmup:
             e2.synchronize()
-            sync_ms.append(e0.elapsed_time(e1))
-            step_ms.append(e0.elapsed_time(e2))
-            previous = e0
+            sync_ms.append(start.elapsed_time(e1))
+            step_ms.append(start.elapsed_time(e2))
+            previous = start
     torch.cuda.synchronize()
+    per_rank = [None] * dist.get_world_size()  # a synchronous system runs at its slowest rank's pace
+    dist.all_gather_object(per_rank, sync_ms)
     finite = all(bool(torch.isfinite(p.to_local() if hasattr(p, "to_local") else p).all()) for p in model.parameters())
-    row = {"system": name, "finite": finite, "fwd_bwd_sync_ms": statistics.median(sync_ms), "step_ms": statistics.median(step_ms),
+    row = {"system": name, "finite": finite, "fwd_bwd_sync_ms": statistics.median(sync_ms),
+           "fwd_bwd_sync_ms_per_rank": [statistics.median(ms) for ms in per_rank], "fwd_bwd_sync_steps_per_rank": per_rank,
+           "step_ms": statistics.median(step_ms),
            "iteration_ms": statistics.median(iter_ms),
            "peak_gib": (torch.cuda.max_memory_allocated() - before + sum(OUTSIDE_ALLOCATOR)) / 2**30}
     OUTSIDE_ALLOCATOR.clear()
@@ -248,6 +284,7 @@ def print_row(r: dict, floor: dict | None) -> None:
     ratio = {k: r.get(k, float("nan")) / floor[k] if floor else float("nan") for k in ("fwd_bwd_sync_ms", "step_ms", "iteration_ms")}
     print(f"{r['system']:<26} {r['fwd_bwd_sync_ms']:>15.1f} {ratio['fwd_bwd_sync_ms']:>7.2f} {r['step_ms']:>8.1f} "
           f"{ratio['step_ms']:>7.2f} {r.get('iteration_ms', float('nan')):>8.1f} {ratio['iteration_ms']:>7.2f} {r['peak_gib']:>8.2f}"
+          + ("  " + "/".join(f"{ms:.2f}" for ms in r["fwd_bwd_sync_ms_per_rank"]) if "fwd_bwd_sync_ms_per_rank" in r else "")
           + ("" if r.get("finite", True) else "  NON-FINITE PARAMETERS"), flush=True)
 
 
@@ -258,6 +295,8 @@ def plan_systems(systems: str, buckets: list[float], step_chunks: str | None = N
     for s in systems.split(","):
         if s == "floor":
             plan.append(("floor (1 GPU, no sync)", build_floor))
+        elif s == "floor-sync":
+            plan.append(("floor + 2 rendezvous", build_floor_sync))
         elif s == "collectives":
             plan.append(("collectives", None))
         elif s == "fsdp2":
@@ -284,6 +323,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=15)
     parser.add_argument("--out", default=None, help="write rows as JSON here (rank 0)")
     parser.add_argument("--trace-dir", default=None, help="write the tz-trace systems' timelines here")
+    parser.add_argument("--lead-ms", type=float, default=0.0,
+                        help="let the host run this far ahead of the GPU at each step's start (a GPU sleep before the timed window)")
     parser.add_argument("--step-chunks", default=None, help="tritonzero systems once per value, e.g. 1,2,4 (default: its default)")
     args = parser.parse_args()
     dist.init_process_group("nccl")
@@ -291,11 +332,12 @@ def main() -> None:
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     nparams = sum(p.numel() for p in fresh_model().parameters())
     x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
+    args.lead_cycles = int(args.lead_ms * sleep_cycles_per_ms()) if args.lead_ms else 0
     plan = plan_systems(args.systems, [float(b) for b in args.buckets.split(",")], args.step_chunks)
     if rank == 0:
         print(f"\n{nparams / 1e6:.0f}M params, torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
               f"{torch.cuda.get_device_name()}, transport {'socket' if os.environ.get('NCCL_P2P_DISABLE') == '1' else 'default'}")
-        print(f"{'system':<26} {'fwd+bwd+sync ms':>15} {'x floor':>7} {'step ms':>8} {'x floor':>7} {'iter ms':>8} {'x floor':>7} {'peak GiB':>8}",
+        print(f"{'system':<26} {'fwd+bwd+sync ms':>15} {'x floor':>7} {'step ms':>8} {'x floor':>7} {'iter ms':>8} {'x floor':>7} {'peak GiB':>8}  fwd+bwd+sync per rank",
               flush=True)
     rows = []
     for name, builder in plan:

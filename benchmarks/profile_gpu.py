@@ -24,9 +24,9 @@ import tempfile
 import torch
 import torch.distributed as dist
 
-from bench_overlap import build_ddp, build_floor, build_tz, fresh_model
+from bench_overlap import build_ddp, build_floor, build_tz, fresh_model, sleep_cycles_per_ms
 
-KINDS = (("nccl", "nccl"), ("prep", "prep_bucket"), ("copy", "memcpy"), ("gemm", "gemm"), ("gemm", "nvjet"), ("gemm", "cutlass"),
+KINDS = (("nccl", "nccl"), ("barrier", "barrier"), ("prep", "prep_bucket"), ("copy", "memcpy"), ("gemm", "gemm"), ("gemm", "nvjet"), ("gemm", "cutlass"),
          ("gemm", "sm90_xmma"), ("attention", "flash"), ("attention", "fmha"), ("attention", "attention"))
 
 
@@ -47,6 +47,7 @@ def union_ms(spans: list[tuple[float, float]]) -> float:
 def analyse(trace_path: str) -> dict:
     with open(trace_path) as f:
         events = [e for e in json.load(f)["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy")]
+    events = [e for e in events if "spin_kernel" not in e["name"]]  # --lead-ms's sleep
     per_stream = collections.Counter(e["args"]["stream"] for e in events if kind_of(e["name"]) == "gemm")
     compute = per_stream.most_common(1)[0][0]
     spans = [(e["ts"], e["ts"] + e["dur"]) for e in events]
@@ -56,8 +57,11 @@ def analyse(trace_path: str) -> dict:
     comp = [(e["ts"], e["ts"] + e["dur"]) for e in events if e["args"]["stream"] == compute]
     span_ms = (max(e for _, e in spans) - min(s for s, _ in spans)) / 1e3
     busy = union_ms(comp)
+    # "tail": from the compute stream's last kernel (a barrier aside) to the last of any stream.
+    last_work = max(e["ts"] + e["dur"] for e in events if e["args"]["stream"] == compute and kind_of(e["name"]) != "barrier")
     return {"span": span_ms, "compute busy": busy,
-            "compute idle": (max(e for _, e in comp) - min(s for s, _ in comp)) / 1e3 - busy, **by_kind}
+            "compute idle": (max(e for _, e in comp) - min(s for s, _ in comp)) / 1e3 - busy,
+            "tail": (max(e for _, e in spans) - last_work) / 1e3, **by_kind}
 
 
 def main() -> None:
@@ -66,12 +70,15 @@ def main() -> None:
     parser.add_argument("--bucket", type=float, default=1e8)
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--lead-ms", type=float, default=0.0,
+                        help="let the host run this far ahead (a GPU sleep before each profiled pass, left out of the analysis)")
     parser.add_argument("--trace-dir", default=None, help="keep each system's last profiled pass here as a Chrome trace")
     args = parser.parse_args()
     dist.init_process_group("nccl")
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     rank = dist.get_rank()
     x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
+    lead_cycles = int(args.lead_ms * sleep_cycles_per_ms()) if args.lead_ms else 0
     builders = {"floor": build_floor, "ddp": lambda m, a: build_ddp(m, a, args.bucket),
                 "tz": lambda m, a: build_tz(m, a, args.bucket),
                 "tz-lowprio": lambda m, a: build_tz(m, a, args.bucket, high_priority_comm=False),
@@ -88,6 +95,8 @@ def main() -> None:
             dist.barrier()  # both ranks start the profiled pass together
             torch.cuda.synchronize()
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                if lead_cycles:
+                    torch.cuda._sleep(lead_cycles)
                 fwd_bwd(x)
                 torch.cuda.synchronize()
             if rank == 0:
@@ -100,7 +109,7 @@ def main() -> None:
         del model, fwd_bwd, step
         dist.barrier()
     if rank == 0:
-        cols = ["span", "compute busy", "compute idle", "gemm", "attention", "other", "nccl", "prep", "copy"]
+        cols = ["span", "compute busy", "compute idle", "gemm", "attention", "other", "nccl", "prep", "copy", "barrier", "tail"]
         print(f"bucket {args.bucket:.0e}, ms per fwd+bwd+sync (kernel sums; streams overlap)")
         print(f"{'system':<12}" + "".join(f"{c:>14}" for c in cols))
         for name, r in rows.items():

@@ -65,3 +65,16 @@ def test_step_chunks_option_reaches_every_tritonzero_system(monkeypatch):
     # Without the option, the library's default.
     bench_overlap.plan_systems("tz", [25e6])[0][1](None, None)
     assert calls[-1] == (25e6, {})
+
+
+def test_floor_sync_is_the_floor_plus_one_rendezvous_after_backward_and_after_the_step(monkeypatch):
+    plan = bench_overlap.plan_systems("floor,floor-sync", [1e6])
+    assert [name for name, _ in plan] == ["floor (1 GPU, no sync)", "floor + 2 rendezvous"]
+    calls = []
+    monkeypatch.setattr(bench_overlap.dist, "all_reduce", lambda t: calls.append(t.numel()))
+    model = _small_model()
+    fwd_bwd, step = plan[1][1](model, None)
+    fwd_bwd(torch.randn(2, 17, 64, dtype=torch.float16))
+    assert calls == [1] and all(p.grad is not None for p in model.parameters())
+    step()
+    assert calls == [1, 1] and _nonfinite_fraction(model) == 0.0
