@@ -10,9 +10,15 @@ import traceback
 import warnings
 from datetime import timedelta
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+
+def gpu_worlds(*sizes: int) -> list:
+    """World sizes for ``pytest.mark.parametrize``, each skipped where fewer GPUs are present."""
+    return [pytest.param(n, marks=pytest.mark.skipif(torch.cuda.device_count() < n, reason=f"needs {n} CUDA GPUs")) for n in sizes]
 
 
 def _entry(rank: int, world_size: int, backend: str, tmp: str, fn, args) -> None:

@@ -22,9 +22,11 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # (with clipping the updates are small, so rounding the parameters shows: up to 2e-5). bf16/fp16: the model's own
 # forward and backward run in that dtype (8 and 11 bits of mantissa) while the reference is fp64.
 # Adam normalises each element's update, so it magnifies the noise of small gradients: looser.
+# bf16 AdamW: one process with no sync at all is 4.1% off on CPU; on H200s (cuBLAS's bf16 GEMMs)
+# 2 ranks were 4.96% off and 4 ranks 5.1-5.2%, the same with an fp32 reduction (fifteenth session).
 TOLERANCE = {
     ("sgd", "fp32"): 1e-4, ("sgd", "bf16"): 1e-2, ("sgd", "fp16"): 3e-3,
-    ("adamw", "fp32"): 1e-4, ("adamw", "bf16"): 5e-2, ("adamw", "fp16"): 4e-2,
+    ("adamw", "fp32"): 1e-4, ("adamw", "bf16"): 6e-2, ("adamw", "fp16"): 4e-2,
 }
 GLOBAL_BATCH = 48  # divisible by 1, 2, 3, 4 and 8 ranks, and by 2 micro-batches on each
 

@@ -1,4 +1,4 @@
-"""The copy-engine transport's copies straight from the gradients, on 2 GPUs (skipped with fewer).
+"""The copy-engine transport's copies straight from the gradients, on 2 and 4 GPUs (each skipped with fewer).
 
 Buckets of large gradients in the reduce dtype skip the prep kernel: each gradient's parts are
 copied into the peer's slot and this rank's shard, and the step applies 1 / world size. Checked
@@ -16,7 +16,7 @@ import torch.distributed as dist
 import torch.distributed._symmetric_memory as symm_mem
 
 import tritonzero.bucket
-from distributed import run_ranks
+from distributed import gpu_worlds, run_ranks
 from equivalence import DTYPES, shard_rel_err
 from tritonzero import ZeroOptimizer
 from tritonzero.copy_engine import CopyEngineReduce
@@ -139,8 +139,9 @@ def _every_case() -> dict:
     return out | {f"nonfinite-{d}": _nonfinite(d) for d in DTYPES}
 
 
-def test_copy_engine_copies_from_gradients():
-    per_rank = run_ranks(2, _every_case, backend="nccl")
+@pytest.mark.parametrize("world", gpu_worlds(2, 4))
+def test_copy_engine_copies_from_gradients(world):
+    per_rank = run_ranks(world, _every_case, backend="nccl")
     for rank, results in enumerate(per_rank):
         for dtype_name in DTYPES:
             assert results[f"nonfinite-{dtype_name}"], (rank, dtype_name)  # step skipped everywhere

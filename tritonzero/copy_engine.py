@@ -22,8 +22,8 @@ cost more host time than one prep launch).
 
 Memory: the slots stay allocated, (world size - 1) x the shard in the reduce dtype, outside
 torch's caching allocator (``torch.cuda.max_memory_allocated`` does not count them).
-Measured and tested on 2 GPUs (tests/test_nccl.py, tests/test_copy_engine_gpu.py); the slot
-layout is written for any world size within one node.
+Measured on 2 GPUs; tested on 2 and 4 (tests/test_nccl.py, tests/test_copy_engine_gpu.py). The
+slot layout is written for any world size within one node.
 """
 
 from __future__ import annotations
