@@ -209,15 +209,18 @@ class SystemUnavailable(Exception):
     """A system's builder failed (on every rank: same code, same packages); the run goes on."""
 
 
-def sleep_cycles_per_ms() -> float:
-    """``torch.cuda._sleep`` cycles per millisecond on this GPU, measured."""
+def sleep_cycles(ms: float) -> int:
+    """The ``torch.cuda._sleep`` argument that keeps this GPU busy for ``ms`` milliseconds,
+    measured on it (0 for 0 ms, measuring nothing)."""
+    if not ms:
+        return 0
     torch.cuda._sleep(1000)  # the first launch loads the kernel
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
-    torch.cuda._sleep(10**7)
+    torch.cuda._sleep(10**8)
     e1.record()
     e1.synchronize()
-    return 10**7 / e0.elapsed_time(e1)
+    return int(ms * 10**8 / e0.elapsed_time(e1))
 
 
 def run(name, builder, x, args):
@@ -268,7 +271,7 @@ def run(name, builder, x, args):
     dist.all_gather_object(per_rank, sync_ms)
     finite = all(bool(torch.isfinite(p.to_local() if hasattr(p, "to_local") else p).all()) for p in model.parameters())
     row = {"system": name, "finite": finite, "fwd_bwd_sync_ms": statistics.median(sync_ms),
-           "fwd_bwd_sync_ms_per_rank": [statistics.median(ms) for ms in per_rank], "fwd_bwd_sync_steps_per_rank": per_rank,
+           "fwd_bwd_sync_steps_per_rank": per_rank,
            "step_ms": statistics.median(step_ms),
            "iteration_ms": statistics.median(iter_ms),
            "peak_gib": (torch.cuda.max_memory_allocated() - before + sum(OUTSIDE_ALLOCATOR)) / 2**30}
@@ -284,7 +287,8 @@ def print_row(r: dict, floor: dict | None) -> None:
     ratio = {k: r.get(k, float("nan")) / floor[k] if floor else float("nan") for k in ("fwd_bwd_sync_ms", "step_ms", "iteration_ms")}
     print(f"{r['system']:<26} {r['fwd_bwd_sync_ms']:>15.1f} {ratio['fwd_bwd_sync_ms']:>7.2f} {r['step_ms']:>8.1f} "
           f"{ratio['step_ms']:>7.2f} {r.get('iteration_ms', float('nan')):>8.1f} {ratio['iteration_ms']:>7.2f} {r['peak_gib']:>8.2f}"
-          + ("  " + "/".join(f"{ms:.2f}" for ms in r["fwd_bwd_sync_ms_per_rank"]) if "fwd_bwd_sync_ms_per_rank" in r else "")
+          + ("  " + "/".join(f"{statistics.median(ms):.2f}" for ms in r["fwd_bwd_sync_steps_per_rank"])
+             if "fwd_bwd_sync_steps_per_rank" in r else "")
           + ("" if r.get("finite", True) else "  NON-FINITE PARAMETERS"), flush=True)
 
 
@@ -332,7 +336,7 @@ def main() -> None:
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     nparams = sum(p.numel() for p in fresh_model().parameters())
     x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
-    args.lead_cycles = int(args.lead_ms * sleep_cycles_per_ms()) if args.lead_ms else 0
+    args.lead_cycles = sleep_cycles(args.lead_ms)
     plan = plan_systems(args.systems, [float(b) for b in args.buckets.split(",")], args.step_chunks)
     if rank == 0:
         print(f"\n{nparams / 1e6:.0f}M params, torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "

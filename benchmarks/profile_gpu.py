@@ -24,7 +24,7 @@ import tempfile
 import torch
 import torch.distributed as dist
 
-from bench_overlap import build_ddp, build_floor, build_tz, fresh_model, sleep_cycles_per_ms
+from bench_overlap import build_ddp, build_floor, build_tz, fresh_model, sleep_cycles
 
 KINDS = (("nccl", "nccl"), ("barrier", "barrier"), ("prep", "prep_bucket"), ("copy", "memcpy"), ("gemm", "gemm"), ("gemm", "nvjet"), ("gemm", "cutlass"),
          ("gemm", "sm90_xmma"), ("attention", "flash"), ("attention", "fmha"), ("attention", "attention"))
@@ -78,7 +78,7 @@ def main() -> None:
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     rank = dist.get_rank()
     x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
-    lead_cycles = int(args.lead_ms * sleep_cycles_per_ms()) if args.lead_ms else 0
+    lead_cycles = sleep_cycles(args.lead_ms)
     builders = {"floor": build_floor, "ddp": lambda m, a: build_ddp(m, a, args.bucket),
                 "tz": lambda m, a: build_tz(m, a, args.bucket),
                 "tz-lowprio": lambda m, a: build_tz(m, a, args.bucket, high_priority_comm=False),

@@ -12,6 +12,8 @@ The copy-engine transport gets the host delay before each bucket's copies ("copy
 
 from __future__ import annotations
 
+import pathlib
+import sys
 import time
 
 import pytest
@@ -19,17 +21,10 @@ import torch
 
 from distributed import run_ranks
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_overlap import sleep_cycles  # noqa: E402
+
 pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
-
-
-def _sleep_cycles_per_ms() -> float:
-    torch.cuda._sleep(1000)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    torch.cuda._sleep(10**8)
-    end.record()
-    end.synchronize()
-    return 10**8 / start.elapsed_time(end)
 
 
 def _measure(delay_ms: float, kind: str, transport: str, in_flight: int = 10**6, steps: int = 6) -> dict:
@@ -49,7 +44,7 @@ def _measure(delay_ms: float, kind: str, transport: str, in_flight: int = 10**6,
     # One bucket per layer (weight + bias), so every bucket's collective gets the delay.
     opt = ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=1e-6), bucket_size=width * width + width,
                         max_buckets_in_flight=in_flight, reduce_transport=transport)
-    cycles = int(delay_ms * _sleep_cycles_per_ms()) if kind == "gpu" else 0
+    cycles = sleep_cycles(delay_ms) if kind == "gpu" else 0
     delayed = [0.0]  # ms of delay given this step
 
     def delay():
