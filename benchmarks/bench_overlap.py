@@ -4,7 +4,7 @@
         torchrun --nproc_per_node 2 benchmarks/bench_overlap.py [--systems floor,collectives,tz,ddp,fsdp2,deepspeed]
 
 tritonzero's systems: ``tz`` (foreach AdamW), ``tz-fused`` (fused AdamW), ``tz-ce`` (fused AdamW,
-``reduce_transport="copy_engine"``), ``tz-overlap`` (fused, all-gathers behind the next forward)
+``reduce_transport="copy_engine"``), ``tz-ce-keep`` (the same, ``keep_grads_until_step=True``), ``tz-overlap`` (fused, all-gathers behind the next forward)
 and ``tz-trace`` / ``tz-overlap-trace`` (with a timeline). ``floor-sync`` is the floor plus a
 one-element all-reduce after backward and after the step: the cost of being synchronous alone
 (each step waits for the slower rank), with no bytes moved.
@@ -310,6 +310,8 @@ def plan_systems(systems: str, buckets: list[float], step_chunks: str | None = N
                        "tz-trace": lambda m, a, b, **o: build_tz(m, a, b, trace=True, **o),
                        "tz-fused": lambda m, a, b, **o: build_tz(m, a, b, fused=True, **o),
                        "tz-ce": lambda m, a, b, **o: build_tz(m, a, b, fused=True, reduce_transport="copy_engine", **o),
+                       "tz-ce-keep": lambda m, a, b, **o: build_tz(
+                           m, a, b, fused=True, reduce_transport="copy_engine", keep_grads_until_step=True, **o),
                        "tz-overlap": lambda m, a, b, **o: build_tz(m, a, b, fused=True, overlap=True, **o),
                        "tz-overlap-trace": lambda m, a, b, **o: build_tz(m, a, b, fused=True, overlap=True, trace=True, **o)}[s]
             variants = [("", {})]

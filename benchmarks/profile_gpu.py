@@ -82,7 +82,9 @@ def main() -> None:
     builders = {"floor": build_floor, "ddp": lambda m, a: build_ddp(m, a, args.bucket),
                 "tz": lambda m, a: build_tz(m, a, args.bucket),
                 "tz-lowprio": lambda m, a: build_tz(m, a, args.bucket, high_priority_comm=False),
-                "tz-ce": lambda m, a: build_tz(m, a, args.bucket, fused=True, reduce_transport="copy_engine")}
+                "tz-ce": lambda m, a: build_tz(m, a, args.bucket, fused=True, reduce_transport="copy_engine"),
+                "tz-ce-keep": lambda m, a: build_tz(m, a, args.bucket, fused=True, reduce_transport="copy_engine",
+                                                    keep_grads_until_step=True)}
     rows = {}
     for name in args.systems.split(","):
         model = fresh_model()

@@ -6,6 +6,7 @@ against an fp64 reference: gaps between regions and the bucket's padding, a para
 gradient in one step and none in the next (its slot parts must be zeroed, not left stale), the
 buckets that must still be prepped (small gradients, a cast to fp32), and a non-finite gradient
 on one rank that must skip the step on every rank. Slots and shards start poisoned with NaN.
+The same with ``keep_grads_until_step``, where a rank's slice kept inside its gradient is summed in place.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from distributed import gpu_worlds, run_ranks
 from equivalence import DTYPES, shard_rel_err
 from tritonzero import ZeroOptimizer
 from tritonzero.copy_engine import CopyEngineReduce
+from tritonzero.layout import plan_buckets
 
 pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
 
@@ -51,15 +53,17 @@ def _inputs(rank: int, step: int, dtype: torch.dtype) -> torch.Tensor:
     return torch.randn(9, 311, generator=torch.Generator().manual_seed(100 * step + rank)).to(dtype)
 
 
-def _optimizer(model: _Net, dtype: torch.dtype, bucket_size: int, reduce_dtype: torch.dtype | None) -> ZeroOptimizer:
+def _optimizer(model: _Net, dtype: torch.dtype, bucket_size: int, reduce_dtype: torch.dtype | None,
+               keep: bool = False) -> ZeroOptimizer:
     # fp16 sums keep the loss scale (1.0 leaves the shards comparable); no scaler otherwise.
     return ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), bucket_size=bucket_size,
                          reduce_dtype=reduce_dtype, loss_scale=1.0 if dtype == torch.float16 else None,
-                         reduce_transport="copy_engine")
+                         reduce_transport="copy_engine", keep_grads_until_step=keep)
 
 
-def _reduce(dtype_name: str, bucket_size: int, reduce_name: str | None) -> list[list[dict]]:
-    """Two steps (``side`` used, then not); per step and bucket: the shard's error and whether prep ran."""
+def _reduce(dtype_name: str, bucket_size: int, reduce_name: str | None, keep: bool) -> list[list[dict]]:
+    """Two steps (``side`` used, then not); per step and bucket: the shard's error, whether prep
+    ran and whether the shard is the gradient's own memory (``keep_grads_until_step``)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     dtype = DTYPES[dtype_name]
     model = _model(dtype).cuda()
@@ -68,26 +72,32 @@ def _reduce(dtype_name: str, bucket_size: int, reduce_name: str | None) -> list[
     empty = symm_mem.empty
     symm_mem.empty = lambda *args, **kwargs: empty(*args, **kwargs).fill_(255)
     try:
-        opt = _optimizer(model, dtype, bucket_size, DTYPES[reduce_name] if reduce_name else None)
+        opt = _optimizer(model, dtype, bucket_size, DTYPES[reduce_name] if reduce_name else None, keep)
     finally:
         symm_mem.empty = empty
     bucket_of_plan = {id(b.plan): b.index for b in opt.buckets}
     prepped: set[int] = set()
+    kept: set[int] = set()
     prep_bucket, push_grads = tritonzero.bucket.prep_bucket, CopyEngineReduce.push_grads
+    new_shard = tritonzero.bucket.Bucket.new_shard
 
     def recording(plan, *args):
         prepped.add(bucket_of_plan[id(plan)])
         return prep_bucket(plan, *args)
 
-    def poisoned(transport, bucket):
-        bucket.grad_shard.fill_(float("nan"))
+    def recording_kept(transport, bucket):
         push_grads(transport, bucket)
+        storage = bucket.grad_shard.untyped_storage().data_ptr()
+        if any(g is not None and g.untyped_storage().data_ptr() == storage for g in bucket.grads):
+            kept.add(bucket.index)
 
     steps = []
-    tritonzero.bucket.prep_bucket, CopyEngineReduce.push_grads = recording, poisoned
+    tritonzero.bucket.prep_bucket, CopyEngineReduce.push_grads = recording, recording_kept
+    tritonzero.bucket.Bucket.new_shard = lambda bucket: new_shard(bucket).fill_(float("nan"))
     try:
         for step, use_side in enumerate([True, False]):
             prepped.clear()
+            kept.clear()
             ref = _model(dtype).double()
             for r in range(world):  # fp64 reference: the mean over ranks, every rank's input recomputed here
                 (ref(_inputs(r, step, dtype).double(), use_side).square().mean() / world).backward()
@@ -96,10 +106,12 @@ def _reduce(dtype_name: str, bucket_size: int, reduce_name: str | None) -> list[
             opt.backward(model(_inputs(rank, step, dtype).cuda(), use_side).square().mean())
             opt.finish_grad_sync()
             opt._prepare_grads()  # the copies are summed and averaged here
-            steps.append([{"rel_err": shard_rel_err(b, ref_grads, rank), "prepped": b.index in prepped} for b in opt.buckets])
+            steps.append([{"rel_err": shard_rel_err(b, ref_grads, rank), "prepped": b.index in prepped,
+                           "kept": b.index in kept} for b in opt.buckets])
             opt.zero_grad()  # parameters unchanged: the next step's reference starts from the same model
     finally:
         tritonzero.bucket.prep_bucket, CopyEngineReduce.push_grads = prep_bucket, push_grads
+        tritonzero.bucket.Bucket.new_shard = new_shard
     return steps
 
 
@@ -128,14 +140,24 @@ CASES = {
     (150_000, None): [False, True, False],  # fc2.weight, the small ones (prepped), fc1.weight (padded)
     (10**6, "fp32"): [True],  # a cast before the sum: prepped
 }
+# Run again with keep_grads_until_step: a copied bucket is kept on the ranks whose slice lies inside
+# one gradient (``_inside_one_gradient``). At 150,000: fc2.weight's and fc1.weight's, except on the
+# last rank (its slice holds the padding); the one bucket of every gradient: none on 2 ranks, rank 1 on 4.
+KEEP_CASES = [(150_000, None), (10**6, None)]
 
 
-def _cases(dtype_name: str) -> list[tuple[int, str | None]]:
-    return [(size, r) for size, r in CASES if r != dtype_name]  # fp32 -> fp32 is no cast
+def _cases(dtype_name: str) -> list[tuple[int, str | None, bool]]:
+    plain = [(size, r, False) for size, r in CASES if r != dtype_name]  # fp32 -> fp32 is no cast
+    return plain + [(size, r, True) for size, r in KEEP_CASES]
+
+
+def _inside_one_gradient(layout, rank: int) -> bool:
+    lo, hi = layout.shard_range(rank)
+    return any(off <= lo and hi <= off + n for off, n in zip(layout.offsets, layout.numels))
 
 
 def _every_case() -> dict:
-    out = {f"{d}-{size}-{r}": _reduce(d, size, r) for d in DTYPES for size, r in _cases(d)}
+    out = {f"{d}-{size}-{r}-{keep}": _reduce(d, size, r, keep) for d in DTYPES for size, r, keep in _cases(d)}
     return out | {f"nonfinite-{d}": _nonfinite(d) for d in DTYPES}
 
 
@@ -145,12 +167,17 @@ def test_copy_engine_copies_from_gradients(world):
     for rank, results in enumerate(per_rank):
         for dtype_name in DTYPES:
             assert results[f"nonfinite-{dtype_name}"], (rank, dtype_name)  # step skipped everywhere
-            for size, reduce_name in _cases(dtype_name):
+            for size, reduce_name, keep in _cases(dtype_name):
                 prepped = CASES[size, reduce_name]
-                steps = results[f"{dtype_name}-{size}-{reduce_name}"]
+                layouts = plan_buckets(list(_model(torch.float32).parameters()), [0] * 6, size, world)
+                kept = [keep and not p and _inside_one_gradient(lay, rank) for p, lay in zip(prepped, layouts)]
+                steps = results[f"{dtype_name}-{size}-{reduce_name}-{keep}"]
                 tol = TOLERANCE[dtype_name]
                 for step, buckets in enumerate(steps):
-                    print(f"rank {rank} {dtype_name} {size} {reduce_name} step {step}: "
-                          + " ".join(f"{b['rel_err']:.1e}{'p' if b['prepped'] else 'c'}" for b in buckets))
+                    print(f"rank {rank} {dtype_name} {size} {reduce_name} keep={keep} step {step}: "
+                          + " ".join(f"{b['rel_err']:.1e}{'p' if b['prepped'] else 'k' if b['kept'] else 'c'}" for b in buckets))
                     assert [b["prepped"] for b in buckets] == prepped, (rank, dtype_name, size, step, buckets)
+                    assert [b["kept"] for b in buckets] == kept, (rank, dtype_name, size, keep, step, buckets)
                     assert all(b["rel_err"] < tol for b in buckets), (rank, dtype_name, size, step, buckets)
+            if rank < world - 1:  # the case exercises keeping: fc2.weight's bucket is kept here
+                assert any(b["kept"] for b in results[f"{dtype_name}-150000-None-True"][0]), (rank, dtype_name)

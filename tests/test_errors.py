@@ -133,6 +133,12 @@ def test_unknown_reduce_transport():
         ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), reduce_transport="nvlink")
 
 
+def test_keep_grads_needs_the_copy_engine():
+    model = _mlp(3, 4)
+    with pytest.raises(ValueError, match="keep_grads_until_step needs reduce_transport='copy_engine'"):
+        ZeroOptimizer(model, torch.optim.SGD(model.parameters(), lr=0.1), keep_grads_until_step=True)
+
+
 def _copy_engine_on_cpu():
     model = _mlp(3, 4)
     try:

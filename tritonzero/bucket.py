@@ -44,7 +44,8 @@ class Bucket:
 
     The bucket's parameters become views of ``param_buffer`` (so the all-gather writes them in
     place); ``grad_shard`` receives this rank's reduced slice, from ``issue`` until ``reset``
-    (allocated per step, so it takes no memory while forward's activations are alive);
+    (allocated per step, so it takes no memory while forward's activations are alive; with the
+    copy-engine transport's ``keep_grads`` it may be a slice of the gradient itself);
     ``master`` is the fp32 slice the wrapped optimizer steps (for fp32 parameters, the
     parameter slice itself).
     """
@@ -171,10 +172,12 @@ class Bucket:
         # collective has read it. Last step's shard, read by that step on the compute stream,
         # went back to this pool at ``reset``; any reuse comes after this wait on an event
         # recorded on the compute stream after that step.
-        self.grad_shard = torch.empty(self.layout.shard_numel, dtype=self.reduce_dtype, device=self.param_buffer.device)
+        direct = transport is not None and unprepped  # the copies read the gradients and set the shard
+        if not direct:
+            self.grad_shard = self.new_shard()
         whole = None if solo else self._whole_grad()
-        if transport is not None and unprepped:
-            send = None  # the copies read the gradients
+        if direct:
+            send = None
         elif solo:
             send = self.grad_shard
         else:
@@ -203,6 +206,10 @@ class Bucket:
         else:
             transport.push(self, send)
         mark("comm", f"reduce-scatter b{self.index} end")
+
+    def new_shard(self) -> torch.Tensor:
+        """An uninitialised reduced shard, from the current (comm) stream's pool (see ``_reduce``)."""
+        return torch.empty(self.layout.shard_numel, dtype=self.reduce_dtype, device=self.param_buffer.device)
 
     def _whole_grad(self) -> torch.Tensor | None:
         """The bucket's one gradient, flat, when it fills the bucket exactly: the send buffer

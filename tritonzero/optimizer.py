@@ -78,6 +78,12 @@ class ZeroOptimizer(torch.optim.Optimizer):
             from backward (straight from the gradients where they are large and in the reduce
             dtype: no prep kernel), and summed in the step (copy_engine.py); costs (world size -
             1) x the gradient shard of memory outside torch's caching allocator.
+        keep_grads_until_step: copy-engine transport only, off by default. A gradient that holds
+            this rank's whole slice of its bucket (a large weight in a bucket of its own: a
+            ``bucket_size`` below the weights' sizes, 1e6 say, makes one per weight) is kept
+            until the step and its slice is summed in place, instead of being copied out beside
+            backward: less memory traffic beside backward's kernels, but each such gradient is
+            held whole from backward to the step ((world size - 1) / world size of it more).
     """
 
     def __init__(
@@ -95,9 +101,12 @@ class ZeroOptimizer(torch.optim.Optimizer):
         overlap_param_gather: bool = False,
         trace: bool = False,
         reduce_transport: str = "collective",
+        keep_grads_until_step: bool = False,
     ):
         if reduce_transport not in TRANSPORTS:
             raise ValueError(f"tritonzero: reduce_transport must be one of {TRANSPORTS}, got {reduce_transport!r}")
+        if keep_grads_until_step and reduce_transport != "copy_engine":
+            raise ValueError("tritonzero: keep_grads_until_step needs reduce_transport='copy_engine'")
         if step_chunks < 1:
             raise ValueError(f"tritonzero: step_chunks must be at least 1, got {step_chunks}")
         if process_group is None and dist.is_available() and dist.is_initialized():
@@ -140,7 +149,7 @@ class ZeroOptimizer(torch.optim.Optimizer):
         if reduce_transport == "copy_engine" and self.world_size > 1:
             if not cuda:
                 raise ValueError("tritonzero: reduce_transport='copy_engine' needs CUDA parameters")
-            transport = CopyEngineReduce(self.buckets, process_group, self.rank, self.world_size)
+            transport = CopyEngineReduce(self.buckets, process_group, self.rank, self.world_size, keep_grads_until_step)
         self.sync = GradSync(
             self.buckets, self.world_size, grad_group, CommLauncher(device, comm_stream), self.scaler,
             max_buckets_in_flight, self.timeline, transport,
