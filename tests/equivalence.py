@@ -78,12 +78,13 @@ def full_masters(opt: ZeroOptimizer) -> dict[int, torch.Tensor]:
 def shard_rel_err(bucket, ref_grads: dict, rank: int) -> float:
     """``bucket``'s fp32 master gradient on ``rank`` against the fp64 reference gradients (flat,
     keyed by parameter) laid out as the bucket lays them out, relative to the whole bucket's
-    norm (a shard may be all padding)."""
+    norm (a shard may be all padding); the absolute error where the whole bucket got no gradient."""
     full = torch.zeros(bucket.layout.padded_numel, dtype=torch.float64)
     for p, off, n in zip(bucket.params, bucket.layout.offsets, bucket.layout.numels):
         full[off : off + n] = ref_grads[p]
     want = full[slice(*bucket.layout.shard_range(rank))]
-    return ((bucket.master.grad.cpu().double() - want).norm() / full.norm()).item()
+    err = (bucket.master.grad.cpu().double() - want).norm()
+    return (err / full.norm() if full.norm() > 0 else err).item()
 
 
 def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, use_all: bool = True,

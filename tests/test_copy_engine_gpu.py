@@ -139,11 +139,14 @@ CASES = {
     (10**6, None): [False],  # one bucket of every gradient
     (150_000, None): [False, True, False],  # fc2.weight, the small ones (prepped), fc1.weight (padded)
     (10**6, "fp32"): [True],  # a cast before the sum: prepped
+    (79_000, None): [False, False, True, False],  # side.weight, fc2.weight, the biases, fc1.weight
 }
 # Run again with keep_grads_until_step: a copied bucket is kept on the ranks whose slice lies inside
-# one gradient (``_inside_one_gradient``). At 150,000: fc2.weight's and fc1.weight's, except on the
-# last rank (its slice holds the padding); the one bucket of every gradient: none on 2 ranks, rank 1 on 4.
-KEEP_CASES = [(150_000, None), (10**6, None)]
+# one gradient that this step has (``_kept_gradient``). At 79,000: each weight's bucket, except on
+# the last rank (its slice holds the padding), and side.weight's only in the step that uses it;
+# the one bucket of every gradient: none on 2 ranks, rank 1 on 4.
+KEEP_CASES = [(79_000, None), (10**6, None)]
+_SIDE = (4, 5)  # indices of side.weight and side.bias in the model's parameters: no gradient in step 1
 
 
 def _cases(dtype_name: str) -> list[tuple[int, str | None, bool]]:
@@ -151,9 +154,11 @@ def _cases(dtype_name: str) -> list[tuple[int, str | None, bool]]:
     return plain + [(size, r, True) for size, r in KEEP_CASES]
 
 
-def _inside_one_gradient(layout, rank: int) -> bool:
+def _kept_gradient(layout, rank: int) -> int | None:
+    """The index of the parameter whose gradient holds ``rank``'s whole slice of ``layout``, if any."""
     lo, hi = layout.shard_range(rank)
-    return any(off <= lo and hi <= off + n for off, n in zip(layout.offsets, layout.numels))
+    inside = [i for i, off, n in zip(layout.param_indices, layout.offsets, layout.numels) if off <= lo and hi <= off + n]
+    return inside[0] if inside else None
 
 
 def _every_case() -> dict:
@@ -170,14 +175,15 @@ def test_copy_engine_copies_from_gradients(world):
             for size, reduce_name, keep in _cases(dtype_name):
                 prepped = CASES[size, reduce_name]
                 layouts = plan_buckets(list(_model(torch.float32).parameters()), [0] * 6, size, world)
-                kept = [keep and not p and _inside_one_gradient(lay, rank) for p, lay in zip(prepped, layouts)]
+                holder = [_kept_gradient(lay, rank) if keep and not p else None for p, lay in zip(prepped, layouts)]
                 steps = results[f"{dtype_name}-{size}-{reduce_name}-{keep}"]
                 tol = TOLERANCE[dtype_name]
                 for step, buckets in enumerate(steps):
+                    kept = [i is not None and (step == 0 or i not in _SIDE) for i in holder]
                     print(f"rank {rank} {dtype_name} {size} {reduce_name} keep={keep} step {step}: "
                           + " ".join(f"{b['rel_err']:.1e}{'p' if b['prepped'] else 'k' if b['kept'] else 'c'}" for b in buckets))
                     assert [b["prepped"] for b in buckets] == prepped, (rank, dtype_name, size, step, buckets)
                     assert [b["kept"] for b in buckets] == kept, (rank, dtype_name, size, keep, step, buckets)
                     assert all(b["rel_err"] < tol for b in buckets), (rank, dtype_name, size, step, buckets)
-            if rank < world - 1:  # the case exercises keeping: fc2.weight's bucket is kept here
-                assert any(b["kept"] for b in results[f"{dtype_name}-150000-None-True"][0]), (rank, dtype_name)
+            if rank < world - 1:  # the case exercises keeping: every weight's bucket is kept here in step 0
+                assert sum(b["kept"] for b in results[f"{dtype_name}-79000-None-True"][0]) == 3, (rank, dtype_name)
