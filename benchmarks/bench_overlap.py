@@ -4,8 +4,9 @@
         torchrun --nproc_per_node 2 benchmarks/bench_overlap.py [--systems floor,collectives,tz,ddp,fsdp2,deepspeed]
 
 tritonzero's systems: ``tz`` (foreach AdamW), ``tz-fused`` (fused AdamW), ``tz-ce`` (fused AdamW,
-``reduce_transport="copy_engine"``), ``tz-ce-keep`` (the same, ``keep_grads_until_step=True``), ``tz-overlap`` (fused, all-gathers behind the next forward)
-and ``tz-trace`` / ``tz-overlap-trace`` (with a timeline). ``floor-sync`` is the floor plus a
+``reduce_transport="copy_engine"``), ``tz-ce-keep`` (the same, ``keep_grads_until_step=True``),
+``tz-overlap`` (fused, all-gathers behind the next forward) and ``tz-trace`` /
+``tz-overlap-trace`` (with a timeline). ``floor-sync`` is the floor plus a
 one-element all-reduce after backward and after the step: the cost of being synchronous alone
 (each step waits for the slower rank), with no bytes moved.
 
