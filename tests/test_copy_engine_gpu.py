@@ -20,7 +20,7 @@ import tritonzero.bucket
 from distributed import gpu_worlds, run_ranks
 from equivalence import DTYPES, shard_rel_err
 from tritonzero import ZeroOptimizer
-from tritonzero.copy_engine import CopyEngineReduce
+from tritonzero.copy_engine import DIRECT_MIN_ELEMENTS, CopyEngineReduce
 from tritonzero.layout import plan_buckets
 
 pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
@@ -141,17 +141,22 @@ CASES = {
     (10**6, "fp32"): [True],  # a cast before the sum: prepped
     (79_000, None): [False, False, True, False],  # side.weight, fc2.weight, the biases, fc1.weight
 }
-# Run again with keep_grads_until_step: a copied bucket is kept on the ranks whose slice lies inside
-# one gradient that this step has (``_kept_gradient``). At 79,000: each weight's bucket, except on
-# the last rank (its slice holds the padding), and side.weight's only in the step that uses it;
-# the one bucket of every gradient: none on 2 ranks, rank 1 on 4.
-KEEP_CASES = [(79_000, None), (10**6, None)]
+# The same with keep_grads_until_step, which gives every weight a bucket of its own at any bucket
+# size (as 79,000 does without it): a copied bucket is kept on the ranks whose slice lies inside
+# one gradient that this step has (``_kept_gradient``): each weight's bucket, except on the last
+# rank (its slice holds the padding), and side.weight's only in the step that uses it.
+KEEP_CASES = {(10**6, None): [False, False, True, False]}
 _SIDE = (4, 5)  # indices of side.weight and side.bias in the model's parameters: no gradient in step 1
 
 
 def _cases(dtype_name: str) -> list[tuple[int, str | None, bool]]:
     plain = [(size, r, False) for size, r in CASES if r != dtype_name]  # fp32 -> fp32 is no cast
     return plain + [(size, r, True) for size, r in KEEP_CASES]
+
+
+def _layouts(size: int, world: int, keep: bool) -> list:
+    params = list(_model(torch.float32).parameters())
+    return plan_buckets(params, [0] * len(params), size, world, DIRECT_MIN_ELEMENTS if keep else None)
 
 
 def _kept_gradient(layout, rank: int) -> int | None:
@@ -173,9 +178,9 @@ def test_copy_engine_copies_from_gradients(world):
         for dtype_name in DTYPES:
             assert results[f"nonfinite-{dtype_name}"], (rank, dtype_name)  # step skipped everywhere
             for size, reduce_name, keep in _cases(dtype_name):
-                prepped = CASES[size, reduce_name]
-                layouts = plan_buckets(list(_model(torch.float32).parameters()), [0] * 6, size, world)
-                holder = [_kept_gradient(lay, rank) if keep and not p else None for p, lay in zip(prepped, layouts)]
+                prepped = (KEEP_CASES if keep else CASES)[size, reduce_name]
+                holder = [_kept_gradient(lay, rank) if keep and not p else None
+                          for p, lay in zip(prepped, _layouts(size, world, keep))]
                 steps = results[f"{dtype_name}-{size}-{reduce_name}-{keep}"]
                 tol = TOLERANCE[dtype_name]
                 for step, buckets in enumerate(steps):
@@ -186,4 +191,4 @@ def test_copy_engine_copies_from_gradients(world):
                     assert [b["kept"] for b in buckets] == kept, (rank, dtype_name, size, keep, step, buckets)
                     assert all(b["rel_err"] < tol for b in buckets), (rank, dtype_name, size, step, buckets)
             if rank < world - 1:  # the case exercises keeping: every weight's bucket is kept here in step 0
-                assert sum(b["kept"] for b in results[f"{dtype_name}-79000-None-True"][0]) == 3, (rank, dtype_name)
+                assert sum(b["kept"] for b in results[f"{dtype_name}-1000000-None-True"][0]) == 3, (rank, dtype_name)

@@ -49,6 +49,14 @@ def test_oversized_parameter_gets_its_own_bucket():
     assert [lay.param_indices for lay in layouts] == [(4,), (3,), (2,), (1,), (0,)]
 
 
+def test_parameters_from_alone_from_get_their_own_bucket():
+    # Backward order: 4, 3 (large), 2, 1 (large), 0; every bucket well below bucket_size.
+    params = _params([7, 4096, 60, 5000, 3])
+    layouts = plan_buckets(params, [0] * 5, 10**6, world_size=2, alone_from=4096)
+    assert [lay.param_indices for lay in layouts] == [(3,), (1,), (4, 2, 0)]  # launch order
+    assert [lay.param_indices for lay in plan_buckets(params, [0] * 5, 10**6, 2)] == [(4, 3, 2, 1, 0)]
+
+
 def test_dtypes_and_groups_get_separate_buckets():
     params = _params([10, 20]) + _params([30], torch.float16) + _params([40])
     layouts = plan_buckets(params, [0, 1, 0, 0], 10**6, 2)

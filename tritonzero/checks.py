@@ -71,6 +71,7 @@ def check_same_on_all_ranks(description: str, group: dist.ProcessGroup | None, d
     if len(set(every)) > 1:
         odd = [r for r, d in enumerate(every) if d != every[0]]
         raise RuntimeError(
-            "tritonzero: the model's parameters (shapes, dtypes, param groups) or bucket_size differ across ranks; "
+            "tritonzero: the model's parameters (shapes, dtypes, param groups), bucket_size or keep_grads_until_step "
+            "differ across ranks; "
             f"ranks {odd} disagree with rank 0"
         )

@@ -20,11 +20,12 @@ prepped into a send buffer first (``push``) when its gradients need a cast or an
 the sum, or when it holds many small gradients (one copy per gradient and destination would
 cost more host time than one prep launch).
 
-With ``keep_grads`` (``ZeroOptimizer(keep_grads_until_step=True)``) a rank whose slice of a
-bucket lies inside one gradient (a large weight in a bucket of its own) copies nothing locally:
-that slice of the gradient is ``grad_shard``, and the step sums the slots into it in place. The
-local copy, a read and a write of the slice in the GPU's memory beside backward's kernels, is
-gone; the gradient is held whole until the step instead of this rank's slice of it.
+With ``keep_grads`` (``ZeroOptimizer(keep_grads_until_step=True)``, which also gives every
+parameter of ``DIRECT_MIN_ELEMENTS`` or more a bucket of its own) a rank whose slice of a bucket
+lies inside one gradient copies nothing locally: that slice of the gradient is ``grad_shard``,
+and the step sums the slots into it in place. The local copy, a read and a write of the slice
+in the GPU's memory beside backward's kernels, is gone; the gradient is held whole until the
+step instead of this rank's slice of it.
 
 Memory: the slots stay allocated, (world size - 1) x the shard in the reduce dtype, outside
 torch's caching allocator (``torch.cuda.max_memory_allocated`` does not count them).

@@ -49,12 +49,14 @@ class BucketLayout:
 
 
 def plan_buckets(
-    params: list[torch.nn.Parameter], groups: list[int], bucket_size: int, world_size: int
+    params: list[torch.nn.Parameter], groups: list[int], bucket_size: int, world_size: int,
+    alone_from: int | None = None,
 ) -> list[BucketLayout]:
     """Pack ``params`` (registration order; ``groups[i]`` is param i's optimizer group) into buckets
-    of at most ``bucket_size`` elements, except that a parameter larger than ``bucket_size`` gets a
-    bucket of its own, while the small parameters around it (biases, norms) keep filling the open
-    bucket instead of costing a collective each. Alone, a large gradient usually fills its bucket
+    of at most ``bucket_size`` elements, except that a parameter larger than ``bucket_size`` (or of
+    at least ``alone_from`` elements, if given) gets a bucket of its own, while the small
+    parameters around it (biases, norms) keep filling the open bucket instead of costing a
+    collective each. Alone, a large gradient usually fills its bucket
     exactly (its size a multiple of ``world_size * SHARD_ALIGN``), and then reduces in place with
     no bucket-sized buffer (``Bucket._whole_grad``).
     Buckets are returned in expected launch order within each (dtype, group) stream.
@@ -72,7 +74,7 @@ def plan_buckets(
         filled = 0
         for i in indices:
             n = params[i].numel()
-            if n > bucket_size:
+            if n > bucket_size or (alone_from is not None and n >= alone_from):
                 stream.append(_layout(params, [i], dtype, group, world_size))
                 continue
             if current and filled + n > bucket_size:

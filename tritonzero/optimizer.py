@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from tritonzero.bucket import Bucket
 from tritonzero.checks import check_params, check_same_on_all_ranks, optimizer_group_of
-from tritonzero.copy_engine import TRANSPORTS, CopyEngineReduce
+from tritonzero.copy_engine import DIRECT_MIN_ELEMENTS, TRANSPORTS, CopyEngineReduce
 from tritonzero.grad_sync import GradSync
 from tritonzero.launcher import CommLauncher
 from tritonzero.layout import plan_buckets
@@ -78,12 +78,13 @@ class ZeroOptimizer(torch.optim.Optimizer):
             from backward (straight from the gradients where they are large and in the reduce
             dtype: no prep kernel), and summed in the step (copy_engine.py); costs (world size -
             1) x the gradient shard of memory outside torch's caching allocator.
-        keep_grads_until_step: copy-engine transport only, off by default. A gradient that holds
-            this rank's whole slice of its bucket (a large weight in a bucket of its own: a
-            ``bucket_size`` below the weights' sizes, 1e6 say, makes one per weight) is kept
-            until the step and its slice is summed in place, instead of being copied out beside
-            backward: less memory traffic beside backward's kernels, but each such gradient is
-            held whole from backward to the step ((world size - 1) / world size of it more).
+        keep_grads_until_step: copy-engine transport only, off by default. Every parameter of
+            at least ``DIRECT_MIN_ELEMENTS`` (65,536) elements gets a bucket of its own, whatever
+            ``bucket_size``; where this rank's slice of such a bucket lies inside the gradient
+            (no padding in it), the gradient is kept until the step and its slice is summed in
+            place, instead of being copied out beside backward: less memory traffic beside
+            backward's kernels, but each such gradient is held whole from backward to the step
+            ((world size - 1) / world size of it more).
     """
 
     def __init__(
@@ -119,9 +120,12 @@ class ZeroOptimizer(torch.optim.Optimizer):
         self._frozen = [p for p in model.parameters() if not p.requires_grad]
         device = check_params(params)
         groups = optimizer_group_of(optimizer, params)
-        layouts = plan_buckets(params, groups, bucket_size, self.world_size)
+        # Keeping needs a rank's slice inside one gradient: large ones alone in their buckets.
+        alone_from = DIRECT_MIN_ELEMENTS if keep_grads_until_step else None
+        layouts = plan_buckets(params, groups, bucket_size, self.world_size, alone_from)
         check_same_on_all_ranks(
-            repr([(tuple(p.shape), p.dtype, g) for p, g in zip(params, groups)] + [bucket_size]), process_group, device
+            repr([(tuple(p.shape), p.dtype, g) for p, g in zip(params, groups)] + [bucket_size, alone_from]),
+            process_group, device,
         )
         if trace and device.type != "cuda":
             raise ValueError("tritonzero: trace=True records CUDA events and needs CUDA parameters")
