@@ -172,18 +172,19 @@ class Bucket:
         # collective has read it. Last step's shard, read by that step on the compute stream,
         # went back to this pool at ``reset``; any reuse comes after this wait on an event
         # recorded on the compute stream after that step.
-        direct = transport is not None and unprepped  # the copies read the gradients and set the shard
-        if not direct:
-            self.grad_shard = self.new_shard()
         whole = None if solo else self._whole_grad()
-        if direct:
-            send = None
-        elif solo:
-            send = self.grad_shard
+        if transport is not None and unprepped:
+            send = None  # the copies read the gradients; ``push_grads`` sets the shard
         else:
-            # No bucket-sized buffer when the gradient is one: with a 1e6 bucket size a large
-            # weight's bucket is 32 MiB, allocated at backward's peak.
-            send = whole if whole is not None else torch.empty_like(self.param_buffer, dtype=self.reduce_dtype)
+            self.grad_shard = self.new_shard()
+            if solo:
+                send = self.grad_shard
+            elif whole is not None:
+                # No bucket-sized buffer when the gradient is one: with a 1e6 bucket size a large
+                # weight's bucket is 32 MiB, allocated at backward's peak.
+                send = whole
+            else:
+                send = torch.empty_like(self.param_buffer, dtype=self.reduce_dtype)
         as_is = unprepped and whole is not None
         if send is not None and not as_is:
             mark("comm", f"prep b{self.index} start")

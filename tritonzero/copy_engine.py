@@ -120,7 +120,9 @@ class CopyEngineReduce:
             for i, src, dst in _parts(b.layout, self._own[b.index]):
                 own[i].append((dst, src))
             covered = sum(dst.stop - dst.start for parts in own for dst, _ in parts)
-            inside = [(i, src) for i, parts in enumerate(own) for dst, src in parts if dst.stop - dst.start == b.layout.shard_numel]
+            inside = [  # (gradient, its slice) holding this rank's whole slice
+                (i, src) for i, parts in enumerate(own) for dst, src in parts if dst.stop - dst.start == b.layout.shard_numel
+            ]
             self._direct[b.index] = _DirectParts(
                 to_peers, own, covered < b.layout.shard_numel, inside[0] if keep_grads and inside else None
             )
