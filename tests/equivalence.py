@@ -32,13 +32,14 @@ GLOBAL_BATCH = 48  # divisible by 1, 2, 3, 4 and 8 ranks, and by 2 micro-batches
 
 
 class Net(torch.nn.Module):
-    """Odd sizes; ``unused`` gets no gradient unless ``use_all``."""
+    """Odd sizes; ``unused`` gets no gradient unless ``use_all``. ``mid_width`` 1531 makes
+    ``mid.weight`` 68,895 elements, above the copy engine's ``DIRECT_MIN_ELEMENTS``."""
 
-    def __init__(self, use_all: bool = True):
+    def __init__(self, use_all: bool = True, mid_width: int = 33):
         super().__init__()
         self.inp = torch.nn.Linear(17, 45)
-        self.mid = torch.nn.Linear(45, 33)
-        self.out = torch.nn.Linear(33, 7)
+        self.mid = torch.nn.Linear(45, mid_width)
+        self.out = torch.nn.Linear(mid_width, 7)
         self.unused = torch.nn.Linear(5, 3)
         self.use_all = use_all
 
@@ -90,30 +91,33 @@ def shard_rel_err(bucket, ref_grads: dict, rank: int) -> float:
 def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, use_all: bool = True,
              grad_scale: float = 1.0, lr: float | None = None, device: str = "cpu", reduce_dtype: str | None = None,
              accum: int = 1, clip: float | None = None, fused: bool = False, bad_step: int | None = None,
-             overlap_gather: bool = False, reduce_transport: str = "collective") -> dict:
+             overlap_gather: bool = False, reduce_transport: str = "collective", mid_width: int = 33,
+             keep_grads: bool = False) -> dict:
     """Train ``steps`` steps on this rank and on the reference; return the relative update error.
 
     ``accum`` micro-batches per step (all but the last under ``no_sync``), ``clip`` a global
     gradient-norm bound, ``bad_step`` a step whose loss is infinite on the last rank (skipped
     everywhere; the reference never takes it), ``overlap_gather`` parameter all-gathers waited
     for by forward pre-hooks (with ``use_all`` the model reads ``unused``'s parameters outside
-    that module's forward, which this mode does not support).
+    that module's forward, which this mode does not support), ``keep_grads`` the copy engine's
+    ``keep_grads_until_step`` (``"kept"``: in the last step, the buckets whose shard on this rank
+    is a view, a slice of one of their gradients, not a tensor of its own).
     """
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     dtype = DTYPES[dtype_name]
     torch.manual_seed(1234)
-    model = Net(use_all).to(device=device, dtype=dtype)
+    model = Net(use_all, mid_width).to(device=device, dtype=dtype)
     ref = copy.deepcopy(model).double()  # starts from the same (rounded) values
     ref_opt = _optimizer(opt_name, ref, lr, fused=False)
     opt = ZeroOptimizer(model, _optimizer(opt_name, model, lr, fused), bucket_size=bucket_size,
                         reduce_dtype=DTYPES[reduce_dtype] if reduce_dtype else None, overlap_param_gather=overlap_gather,
-                        reduce_transport=reduce_transport)
+                        reduce_transport=reduce_transport, keep_grads_until_step=keep_grads)
     start = {id(p): q.detach().clone() for p, q in zip(model.parameters(), ref.parameters())}
 
     gen = torch.Generator().manual_seed(99)
     local = GLOBAL_BATCH // world
     micro = local // accum
-    norms = []
+    norms, kept = [], 0
     for step in range(steps):
         x = torch.randn(GLOBAL_BATCH, 17, generator=gen).to(device)
         y = torch.randn(GLOBAL_BATCH, 7, generator=gen).to(device)
@@ -124,6 +128,8 @@ def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, u
             loss = torch.nn.functional.mse_loss(model(xm.to(dtype)).float(), ym) * (grad_scale * poison / accum)
             with opt.no_sync() if m < accum - 1 else contextlib.nullcontext():
                 opt.backward(loss)
+        opt.finish_grad_sync()
+        kept = sum(b.grad_shard is not None and b.grad_shard._base is not None for b in opt.buckets)
         if clip is not None:
             norms.append(float(opt.clip_grad_norm_(clip)))
         opt.step()
@@ -153,4 +159,5 @@ def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, u
         d_ref = q.detach() - start[id(p)]
         num += (m - start[id(p)] - d_ref).square().sum().item()
         den += d_ref.square().sum().item()
-    return {"rel_err": (num / den) ** 0.5, "loss_scale": opt.loss_scale, "buckets": len(opt.buckets), "norms": norms}
+    return {"rel_err": (num / den) ** 0.5, "loss_scale": opt.loss_scale, "buckets": len(opt.buckets), "norms": norms,
+            "kept": kept}
