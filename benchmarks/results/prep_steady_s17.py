@@ -3,10 +3,11 @@ each call, leaving L2 full of dirty lines) charge the prep kernel for writing th
 
 Per bucket size and dtype pair, the runtime's launch (default block and warps) and one contiguous
 ``copy_`` of the same elements, timed three ways:
-  zero-flush  triton.testing.do_bench, as bench_prep.py (256 MB zeroed before each call)
+  zero-flush  triton.testing.do_bench, as bench_prep.py's ``bench`` (256 MB zeroed before each call)
   read-flush  the same single call after a 256 MB *read* (L2 left clean)
-  steady      back-to-back calls rotating over input sets *and* buckets (each set larger than L2
-              at 32M and up), CUDA events around 200 calls / 200; median of 11 windows
+  steady      bench_prep.py's ``steady_us``: back-to-back calls rotating over input sets *and*
+              buckets (each set larger than L2 at 32M and up), CUDA events around 200 calls / 200;
+              median of 11 windows
 and the device copy (1 GiB copy_) the same three ways. Run from the repository root:
     python3 benchmarks/results/prep_steady_s17.py
 """
@@ -17,16 +18,11 @@ import torch
 import triton
 
 sys.path.insert(0, "benchmarks")
-from bench_prep import bucket_of, make_case, transformer_shapes, width_for  # noqa: E402
+from bench_prep import bench, bucket_of, make_case, steady_us, transformer_shapes, width_for  # noqa: E402
 from tritonzero.kernels import prep_bucket  # noqa: E402
 
 FLUSH = torch.empty(2**26, dtype=torch.int32, device="cuda")  # 256 MB, as triton's
 SINK = torch.empty((), dtype=torch.int64, device="cuda")
-
-
-def zero_flush(fn, sets):
-    it = iter(range(10**9))
-    return triton.testing.do_bench(lambda: fn(next(it) % sets), warmup=25, rep=100, return_mode="median") * 1e3
 
 
 def read_flush(fn, sets, reps=100):
@@ -43,22 +39,7 @@ def read_flush(fn, sets, reps=100):
     return statistics.median(times)
 
 
-def steady(fn, sets, calls=200, windows=11):
-    for i in range(20):
-        fn(i % sets)
-    per = []
-    for _ in range(windows):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for i in range(calls):
-            fn(i % sets)
-        e1.record()
-        e1.synchronize()
-        per.append(e0.elapsed_time(e1) * 1e3 / calls)
-    return statistics.median(per)
-
-
-WAYS = [("zero-flush", zero_flush), ("read-flush", read_flush), ("steady", steady)]
+WAYS = [("zero-flush", lambda fn, sets: bench(fn, sets) * 1e3), ("read-flush", read_flush), ("steady", steady_us)]
 
 
 def main():

@@ -24,7 +24,7 @@ import bench_overlap as bo  # noqa: E402
 STARTS: list[float] = []
 
 
-def timed_starts(builder, after_bwd: bool, after_step: bool):
+def timed_starts(after_bwd: bool, after_step: bool):
     def build(model, args):
         fwd_bwd, step = bo.build_floor(model, args)
         token = torch.zeros(1, device="cuda")
@@ -63,7 +63,7 @@ def main():
     floor = None
     for name, ab, ast in systems:
         STARTS.clear()
-        row = bo.run(name, timed_starts(bo.build_floor, ab, ast), x, args)
+        row = bo.run(name, timed_starts(ab, ast), x, args)
         starts = STARTS[args.warmup : args.warmup + args.steps]
         every = [None] * dist.get_world_size()
         dist.all_gather_object(every, starts)
