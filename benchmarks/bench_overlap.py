@@ -17,6 +17,10 @@ steps after ``--warmup`` steps, and rank 0 prints each system's medians as soon 
 (and every rank's fwd+bwd+sync median; the JSON rows hold every rank's steps). The host waits for
 the GPU at every step's start; ``--lead-ms L`` lets it run L ms ahead instead (a GPU sleep before
 the timed window), as in a loop that does not sync every step.
+On a power-capped GPU (the H200s measured: 700 W, reached during fwd+bwd) the SM clock depends
+on what the GPU did just before; a system whose step is shorter leaves it less time at low
+power, and its fwd+bwd runs at a lower clock. ``--rest-ms R`` puts an R ms GPU sleep after
+every step (iteration times include it), so that every system starts fwd+bwd rested.
 Peak memory is torch's allocator peak, plus the receive slots of tritonzero's copy-engine
 transport (``tz-ce``), which live outside that allocator.
 """
@@ -261,6 +265,8 @@ def run(name, builder, x, args):
         e1.record()
         step()
         e2.record()
+        if args.rest_cycles:
+            torch.cuda._sleep(args.rest_cycles)  # after the step's window, inside the iteration's
         previous = None
         if i >= args.warmup:
             e2.synchronize()
@@ -332,6 +338,8 @@ def main() -> None:
     parser.add_argument("--trace-dir", default=None, help="write the tz-trace systems' timelines here")
     parser.add_argument("--lead-ms", type=float, default=0.0,
                         help="let the host run this far ahead of the GPU at each step's start (a GPU sleep before the timed window)")
+    parser.add_argument("--rest-ms", type=float, default=0.0,
+                        help="a GPU sleep after every step: each fwd+bwd starts on a rested GPU (see the module doc)")
     parser.add_argument("--step-chunks", default=None, help="tritonzero systems once per value, e.g. 1,2,4 (default: its default)")
     args = parser.parse_args()
     dist.init_process_group("nccl")
@@ -340,6 +348,7 @@ def main() -> None:
     nparams = sum(p.numel() for p in fresh_model().parameters())
     x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
     args.lead_cycles = sleep_cycles(args.lead_ms)
+    args.rest_cycles = sleep_cycles(args.rest_ms)
     plan = plan_systems(args.systems, [float(b) for b in args.buckets.split(",")], args.step_chunks)
     if rank == 0:
         print(f"\n{nparams / 1e6:.0f}M params, torch {torch.__version__}, NCCL {'.'.join(map(str, torch.cuda.nccl.version()))}, "
