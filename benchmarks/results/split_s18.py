@@ -11,7 +11,8 @@ timing-only ablations of the copy engine with keep (``--systems``): no copies at
 copies of one rank only (which splits the cost of a GPU's outgoing reads from its incoming
 writes); and three of the floor: its parameters as views of bucket buffers, hooks that take
 each gradient out of ``.grad`` as tritonzero's do, or an unused symmetric-memory buffer the
-size of the copy engine's receive slots.
+size of the copy engine's receive slots. ``--pad-ms`` rests the GPU after every step;
+``--busy-ms`` keeps it drawing power there instead (GEMMs).
 
     NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
         torchrun --nproc_per_node 2 benchmarks/results/split_s18.py [--steps 40] [--bucket 1e6]
@@ -75,6 +76,30 @@ class Clocks:
         with a power-cap reason (SW power cap 0x4, HW power brake 0x80)."""
         _, clocks, powers, reasons = zip(*(x for x in self.samples if x[0] >= since))
         return statistics.median(clocks), statistics.median(powers), sum(bool(r & 0x84) for r in reasons) / len(reasons)
+
+
+def busy(build, ms: float):
+    """``build`` with ``ms`` of 8192-square fp16 GEMMs after each step instead of a sleep: the
+    GPU keeps drawing power where ``--pad-ms`` lets it rest."""
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a @ a
+    e0.record()
+    for _ in range(10):
+        a @ a
+    e1.record()
+    e1.synchronize()
+    n = max(1, round(ms * 10 / e0.elapsed_time(e1)))
+
+    def wrapped(model, args):
+        fwd_bwd, step = build(model, args)
+
+        def step_then_work():
+            step()
+            for _ in range(n):
+                a @ a
+        return fwd_bwd, step_then_work
+    return wrapped
 
 
 def event() -> torch.cuda.Event:
@@ -171,6 +196,7 @@ def main():
     p.add_argument("--bucket", type=float, default=1e6)
     p.add_argument("--lead-ms", type=float, default=0.0)
     p.add_argument("--pad-ms", type=float, default=0.0, help="a GPU sleep after every step (the GPU rests, as on a power budget)")
+    p.add_argument("--busy-ms", type=float, default=0.0, help="instead: this long of GEMMs after every step (the GPU keeps drawing power)")
     p.add_argument("--systems", default="floor,floor-sync,tz-ce-keep,tz-ce,tz-fused,floor@2",
                    help="NAME@k runs NAME again; keep-skel: no copies (timing only); keep-send0/1: only rank 0/1 copies")
     args = p.parse_args()
@@ -188,8 +214,10 @@ def main():
                "keep-skel": tz(copying_ranks=(), **keep), "keep-send0": tz(copying_ranks=(0,), **keep),
                "keep-send1": tz(copying_ranks=(1,), **keep)}
     systems = [(name, systems[name.split("@")[0]]) for name in args.systems.split(",")]
+    if args.busy_ms:
+        systems = [(name, busy(build, args.busy_ms)) for name, build in systems]
     if rank == 0:
-        print(f"bucket {args.bucket:.0e}, lead {args.lead_ms} ms, pad {args.pad_ms} ms, {args.steps} steps; ms, medians over steps")
+        print(f"bucket {args.bucket:.0e}, lead {args.lead_ms} ms, pad {args.pad_ms} ms, busy {args.busy_ms} ms, {args.steps} steps; ms, medians over steps")
         print(f"{'system':<12} {'total r0/r1':>13} {'forward r0/r1':>14} {'fwd+bwd r0/r1':>14} {'wait r0/r1':>11} "
               f"{'fwd+bwd r1-r0 med [p10,p90]':>28}  r0, r1: SM clock, power, share capped (NVML, timed steps)")
     for name, build in systems:
