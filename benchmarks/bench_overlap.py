@@ -214,6 +214,14 @@ class SystemUnavailable(Exception):
     """A system's builder failed (on every rank: same code, same packages); the run goes on."""
 
 
+def join_ranks() -> tuple[int, torch.Tensor]:
+    """Under torchrun: join the NCCL process group on this process's GPU; returns this rank and
+    the input batch every benchmark feeds the model (4 x 1024 tokens of width 2048)."""
+    dist.init_process_group("nccl")
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    return dist.get_rank(), torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
+
+
 def sleep_cycles(ms: float) -> int:
     """The ``torch.cuda._sleep`` argument that keeps this GPU busy for ``ms`` milliseconds,
     measured on it (0 for 0 ms, measuring nothing)."""
@@ -342,11 +350,8 @@ def main() -> None:
                         help="a GPU sleep after every step: each fwd+bwd starts on a rested GPU (see the module doc)")
     parser.add_argument("--step-chunks", default=None, help="tritonzero systems once per value, e.g. 1,2,4 (default: its default)")
     args = parser.parse_args()
-    dist.init_process_group("nccl")
-    rank = dist.get_rank()
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    rank, x = join_ranks()
     nparams = sum(p.numel() for p in fresh_model().parameters())
-    x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
     args.lead_cycles = sleep_cycles(args.lead_ms)
     args.rest_cycles = sleep_cycles(args.rest_ms)
     plan = plan_systems(args.systems, [float(b) for b in args.buckets.split(",")], args.step_chunks)

@@ -24,7 +24,7 @@ import tempfile
 import torch
 import torch.distributed as dist
 
-from bench_overlap import build_ddp, build_floor, build_tz, fresh_model, sleep_cycles
+from bench_overlap import build_ddp, build_floor, build_tz, fresh_model, join_ranks, sleep_cycles
 
 KINDS = (("nccl", "nccl"), ("barrier", "barrier"), ("prep", "prep_bucket"), ("copy", "memcpy"), ("gemm", "gemm"), ("gemm", "nvjet"), ("gemm", "cutlass"),
          ("gemm", "sm90_xmma"), ("attention", "flash"), ("attention", "fmha"), ("attention", "attention"))
@@ -64,6 +64,29 @@ def analyse(trace_path: str) -> dict:
             "tail": (max(e for _, e in spans) - last_work) / 1e3, **by_kind}
 
 
+def profiled_passes(fwd_bwd, step, x, args, lead_cycles: int, analyse_trace, trace_path: str) -> list:
+    """``args.warmup`` steps, then ``args.steps`` fwd+bwd+sync passes under ``torch.profiler``
+    (CUDA activity), both ranks starting each together and the host ``lead_cycles`` of GPU
+    sleep ahead; the optimizer step runs between passes, outside the profile. Each pass's
+    trace goes to ``trace_path`` (the last one is kept); returns ``analyse_trace(trace_path)`` of each."""
+    for _ in range(args.warmup):
+        fwd_bwd(x)
+        step()
+    results = []
+    for _ in range(args.steps):
+        dist.barrier()  # both ranks start the profiled pass together
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            if lead_cycles:
+                torch.cuda._sleep(lead_cycles)
+            fwd_bwd(x)
+            torch.cuda.synchronize()
+        prof.export_chrome_trace(trace_path)
+        results.append(analyse_trace(trace_path))
+        step()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--systems", default="floor,tz,ddp")
@@ -74,10 +97,7 @@ def main() -> None:
                         help="let the host run this far ahead (a GPU sleep before each profiled pass, left out of the analysis)")
     parser.add_argument("--trace-dir", default=None, help="keep each system's last profiled pass here as a Chrome trace")
     args = parser.parse_args()
-    dist.init_process_group("nccl")
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    rank = dist.get_rank()
-    x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
+    rank, x = join_ranks()
     lead_cycles = sleep_cycles(args.lead_ms)
     builders = {"floor": build_floor, "ddp": lambda m, a: build_ddp(m, a, args.bucket),
                 "tz": lambda m, a: build_tz(m, a, args.bucket),
@@ -89,25 +109,9 @@ def main() -> None:
     for name in args.systems.split(","):
         model = fresh_model()
         fwd_bwd, step = builders[name](model, args)
-        for _ in range(args.warmup):
-            fwd_bwd(x)
-            step()
-        per_step = []
-        for _ in range(args.steps):
-            dist.barrier()  # both ranks start the profiled pass together
-            torch.cuda.synchronize()
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                if lead_cycles:
-                    torch.cuda._sleep(lead_cycles)
-                fwd_bwd(x)
-                torch.cuda.synchronize()
-            if rank == 0:
-                path = os.path.join(args.trace_dir or tempfile.gettempdir(), f"profile_{name}.json")
-                prof.export_chrome_trace(path)  # the last step's trace is kept
-                per_step.append(analyse(path))
-            step()  # outside the profile: fwd+bwd+sync alone is analysed
-        if rank == 0:
-            rows[name] = {k: statistics.median(r.get(k, 0.0) for r in per_step) for k in per_step[0]}
+        path = os.path.join(args.trace_dir or tempfile.gettempdir(), f"profile_{name}_rank{rank}.json")
+        per_step = profiled_passes(fwd_bwd, step, x, args, lead_cycles, analyse, path)
+        rows[name] = {k: statistics.median(r.get(k, 0.0) for r in per_step) for k in per_step[0]}
         del model, fwd_bwd, step
         dist.barrier()
     if rank == 0:

@@ -12,7 +12,6 @@ launch-bound. ``--cprofile`` prints a cProfile of every thread instead.
 import argparse
 import collections
 import cProfile
-import os
 import pstats
 import time
 
@@ -22,7 +21,7 @@ import torch.distributed as dist
 import tritonzero.bucket as tzb
 import tritonzero.copy_engine as tzc
 import tritonzero.grad_sync as tzg
-from bench_overlap import fresh_model, loss_of
+from bench_overlap import fresh_model, join_ranks, loss_of
 from tritonzero import ZeroOptimizer
 
 COST = collections.defaultdict(float)  # wall seconds
@@ -81,10 +80,8 @@ def main():
     p.add_argument("--transport", default="collective", choices=tzc.TRANSPORTS)
     p.add_argument("--cprofile", action="store_true", help="print a cProfile of every thread instead of the wall clocks")
     args = p.parse_args()
-    dist.init_process_group("nccl")
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    _, x = join_ranks()
     model = fresh_model()
-    x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
     floor_host, floor_gpu = host_and_gpu(lambda: loss_of(model(x)).backward(), lambda: None,
                                          lambda: model.zero_grad(set_to_none=True))
     # cProfile (Python 3.12: sys.monitoring) sees every thread: backward's hooks, the comm thread.

@@ -16,12 +16,12 @@ import statistics
 import sys
 import tempfile
 
-import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import bench_overlap as bo  # noqa: E402
+import profile_gpu  # noqa: E402
 import split_s18 as sp  # noqa: E402
 
 
@@ -60,10 +60,7 @@ def main():
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--lead-ms", type=float, default=10.0)
     args = p.parse_args()
-    dist.init_process_group("nccl")
-    rank = dist.get_rank()
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
+    rank, x = bo.join_ranks()
     lead = bo.sleep_cycles(args.lead_ms)
     keep = dict(reduce_transport="copy_engine", keep_grads_until_step=True)
     builders = {"floor": sp.floor(), "floor-hooks": sp.floor(hooks=True), "floor-sync": sp.floor(with_sync=True),
@@ -72,21 +69,8 @@ def main():
     for name in args.systems.split(","):
         model = bo.fresh_model()
         fwd_bwd, step = builders[name](model, args)
-        for _ in range(args.warmup):
-            fwd_bwd(x)
-            step()
-        per_step = []
-        for _ in range(args.steps):
-            torch.cuda.synchronize()
-            dist.barrier()
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                torch.cuda._sleep(lead)
-                fwd_bwd(x)
-                torch.cuda.synchronize()
-            path = os.path.join(tempfile.gettempdir(), f"kernels_{rank}.json")
-            prof.export_chrome_trace(path)
-            per_step.append(by_name(path))
-            step()
+        path = os.path.join(tempfile.gettempdir(), f"kernels_{rank}.json")
+        per_step = profile_gpu.profiled_passes(fwd_bwd, step, x, args, lead, by_name, path)
         names = set().union(*per_step)
         tables[name] = {k: (statistics.median(s.get(k, (0.0, 0))[0] for s in per_step),
                             statistics.median(s.get(k, (0.0, 0))[1] for s in per_step)) for k in names}

@@ -50,10 +50,7 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--lead-ms", type=float, default=0.0)
     args = p.parse_args()
-    dist.init_process_group("nccl")
-    rank = dist.get_rank()
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
+    rank, x = bo.join_ranks()
     args.lead_cycles = bo.sleep_cycles(args.lead_ms)
     args.rest_cycles = 0  # bench_overlap's --rest-ms came later (eighteenth session)
     systems = [("floor", False, False), ("sync after bwd", True, False), ("sync after step", False, True),

@@ -200,10 +200,7 @@ def main():
     p.add_argument("--systems", default="floor,floor-sync,tz-ce-keep,tz-ce,tz-fused,floor@2",
                    help="NAME@k runs NAME again; keep-skel: no copies (timing only); keep-send0/1: only rank 0/1 copies")
     args = p.parse_args()
-    dist.init_process_group("nccl")
-    rank = dist.get_rank()
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
+    rank, x = bo.join_ranks()
     args.lead_cycles = bo.sleep_cycles(args.lead_ms)
     args.rest_cycles = bo.sleep_cycles(args.pad_ms)
     clocks = Clocks(int(os.environ["LOCAL_RANK"]))
