@@ -8,7 +8,9 @@ tritonzero's systems: ``tz`` (foreach AdamW), ``tz-fused`` (fused AdamW), ``tz-c
 ``tz-overlap`` (fused, all-gathers behind the next forward) and ``tz-trace`` /
 ``tz-overlap-trace`` (with a timeline). ``floor-sync`` is the floor plus a
 one-element all-reduce after backward and after the step: the cost of being synchronous alone
-(each step waits for the slower rank), with no bytes moved.
+(each step waits for the slower rank), with no bytes moved. ``floor-shard-sync`` also steps only
+1 / world size of the parameters, as a ZeRO-2 rank does: an ideal ZeRO-2 whose communication
+costs nothing (its shorter step matters on a power-capped GPU, see below).
 
 Model: 8 pre-norm transformer blocks, d=2048 (about 403M parameters), fp16, input 4 x 1024 tokens
 per GPU, AdamW (fp32 master weights and a scaled loss for every system, see ``MasterAdamW``).
@@ -18,8 +20,9 @@ steps after ``--warmup`` steps, and rank 0 prints each system's medians as soon 
 the GPU at every step's start; ``--lead-ms L`` lets it run L ms ahead instead (a GPU sleep before
 the timed window), as in a loop that does not sync every step.
 On a power-capped GPU (the H200s measured: 700 W, reached during fwd+bwd) the SM clock depends
-on what the GPU did just before; a system whose step is shorter leaves it less time at low
-power, and its fwd+bwd runs at a lower clock. ``--rest-ms R`` puts an R ms GPU sleep after
+on what the GPU did just before, and a system whose step is shorter runs its next fwd+bwd at a
+lower clock (on one GPU with no communication, halving the floor's step made its fwd+bwd 2-3%
+slower: RESULTS.md, nineteenth session). ``--rest-ms R`` puts an R ms GPU sleep after
 every step (iteration times include it), so that every system starts fwd+bwd rested.
 Peak memory is torch's allocator peak, plus the receive slots of tritonzero's copy-engine
 transport (``tz-ce``), which live outside that allocator.
@@ -106,17 +109,40 @@ def scaled_loss(out: torch.Tensor) -> torch.Tensor:
     return loss_of(out) * LOSS_SCALE
 
 
+def share_of(params: list, fraction: float) -> list:
+    """The first of ``params``, in order, up to where they hold ``fraction`` of all elements."""
+    total, held = sum(p.numel() for p in params), 0
+    for i, p in enumerate(params):
+        held += p.numel()
+        if held >= fraction * total:
+            return params[: i + 1]
+    return params
+
+
 # Each builder returns (fwd_bwd_sync(x), step()) closures over a fresh copy of the model.
-def build_floor(model, args):
-    opt = MasterAdamW(model.parameters(), lr=1e-5)
-    return (lambda x: scaled_loss(model(x)).backward()), (lambda: (opt.step(), opt.zero_grad()))
+def build_floor(model, args, share: float = 1.0):
+    """The one-GPU floor. ``share`` < 1: AdamW over only that share of the parameters (a ZeRO-2
+    rank's step, as long as one), every gradient dropped after it."""
+    params = list(model.parameters())
+    stepped = share_of(params, share)
+    opt = MasterAdamW(stepped, lr=1e-5)
+    rest = params[len(stepped):]
+
+    def step():
+        opt.step()
+        opt.zero_grad()
+        for p in rest:
+            p.grad = None
+    return (lambda x: scaled_loss(model(x)).backward()), step
 
 
-def build_floor_sync(model, args):
+def build_floor_sync(model, args, share: float = 1.0):
     """The floor plus the two rendezvous of a synchronous data-parallel step (a one-element
     all-reduce after backward and after the step), no bytes: what waiting for the slower rank
-    alone costs."""
-    fwd_bwd, step = build_floor(model, args)
+    alone costs. With ``share`` = 1 / world size (``floor-shard-sync``) the step is also as short
+    as a ZeRO-2 rank's, which on a power-capped GPU slows the next fwd+bwd (RESULTS.md,
+    nineteenth session): the best a synchronous ZeRO-2 could do here if its bytes cost nothing."""
+    fwd_bwd, step = build_floor(model, args, share)
     token = torch.zeros(1, device=next(model.parameters()).device)
     return (lambda x: (fwd_bwd(x), dist.all_reduce(token))), (lambda: (step(), dist.all_reduce(token)))
 
@@ -316,6 +342,8 @@ def plan_systems(systems: str, buckets: list[float], step_chunks: str | None = N
             plan.append(("floor (1 GPU, no sync)", build_floor))
         elif s == "floor-sync":
             plan.append(("floor + 2 rendezvous", build_floor_sync))
+        elif s == "floor-shard-sync":
+            plan.append(("floor, shard step + 2 rdv", lambda m, a: build_floor_sync(m, a, share=1 / dist.get_world_size())))
         elif s == "collectives":
             plan.append(("collectives", None))
         elif s == "fsdp2":

@@ -78,3 +78,29 @@ def test_floor_sync_is_the_floor_plus_one_rendezvous_after_backward_and_after_th
     assert calls == [1] and all(p.grad is not None for p in model.parameters())
     step()
     assert calls == [1, 1] and _nonfinite_fraction(model) == 0.0
+
+
+def test_floor_shard_sync_steps_only_this_ranks_share_and_drops_every_gradient(monkeypatch):
+    monkeypatch.setattr(bench_overlap.dist, "get_world_size", lambda: 3)
+    plan = bench_overlap.plan_systems("floor-shard-sync", [1e6])
+    assert [name for name, _ in plan] == ["floor, shard step + 2 rdv"]
+    calls = []
+    monkeypatch.setattr(bench_overlap.dist, "all_reduce", lambda t: calls.append(t.numel()))
+    model = _small_model()
+    params = list(model.parameters())
+    stepped = bench_overlap.share_of(params, 1 / 3)
+    total = sum(p.numel() for p in params)
+    # The shortest prefix holding a third of the elements: one parameter less holds less.
+    assert 3 * sum(p.numel() for p in stepped) >= total > 3 * sum(p.numel() for p in stepped[:-1])
+    before = [p.detach().clone() for p in params]
+    fwd_bwd, step = plan[0][1](model, None)
+    fwd_bwd(torch.randn(2, 17, 64, dtype=torch.float16))
+    step()
+    assert calls == [1, 1]
+    assert all(p.grad is None for p in params)
+    moved = [not torch.equal(b, p.detach()) for b, p in zip(before, params)]
+    assert not any(moved[len(stepped):])  # the other ranks' shares are left alone
+    linear_weights = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Linear)}
+    assert any(id(p) in linear_weights for p in stepped)
+    assert all(m for m, p in zip(moved, stepped) if id(p) in linear_weights)  # real steps on this rank's share
+    assert _nonfinite_fraction(model) == 0.0

@@ -38,16 +38,6 @@ import bench_overlap as bo  # noqa: E402
 from split_s18 import Clocks  # noqa: E402
 
 
-def halves(model) -> tuple[list, list]:
-    """The model's parameters in order, cut where the first part reaches half the elements."""
-    params = list(model.parameters())
-    total, acc = sum(p.numel() for p in params), 0
-    for i, p in enumerate(params):
-        acc += p.numel()
-        if 2 * acc >= total:
-            return params[: i + 1], params[i + 1 :]
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=8)
@@ -59,7 +49,9 @@ def main():
     torch.cuda.set_device(0)
     x = torch.randn(4, 1024, 2048, device="cuda", dtype=torch.float16)
     model = bo.fresh_model()
-    first, second = halves(model)
+    params = list(model.parameters())
+    first = bo.share_of(params, 0.5)
+    second = params[len(first):]
     opt_a, opt_b = bo.MasterAdamW(first, lr=1e-5), bo.MasterAdamW(second, lr=1e-5)
     n_grad = sum(p.numel() for p in model.parameters()) // 2
     src = torch.randn(n_grad, device="cuda", dtype=torch.float16)
