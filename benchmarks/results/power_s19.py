@@ -53,7 +53,7 @@ def main():
     first = bo.share_of(params, 0.5)
     second = params[len(first):]
     opt_a, opt_b = bo.MasterAdamW(first, lr=1e-5), bo.MasterAdamW(second, lr=1e-5)
-    n_grad = sum(p.numel() for p in model.parameters()) // 2
+    n_grad = sum(p.numel() for p in params) // 2
     src = torch.randn(n_grad, device="cuda", dtype=torch.float16)
     dst = torch.empty_like(src)
     side = torch.cuda.Stream()
