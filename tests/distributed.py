@@ -7,7 +7,6 @@ import json
 import os
 import tempfile
 import traceback
-import warnings
 from datetime import timedelta
 
 import pytest
@@ -46,25 +45,11 @@ def _entry(rank: int, world_size: int, backend: str, tmp: str, fn, args) -> None
     os._exit(0)
 
 
-def run_ranks(world_size: int, fn, *args, backend: str = "gloo", retry_native_crash: bool = True) -> list:
+def run_ranks(world_size: int, fn, *args, backend: str = "gloo") -> list:
     """``fn(*args)`` on every rank; returns each rank's (JSON-able) result, raising any rank's error.
 
-    A rank killed by SIGABRT or SIGSEGV is retried once, with a warning, unless
-    ``retry_native_crash`` is off: the gloo CPU runs abort now and then with glibc's heap-corruption
-    checks (2 of about 8 fresh-clone CI runs over the eighth and ninth sessions; not traced yet,
-    see RESULTS.md, ninth session). A Python error on any rank, wrong results and a second crash
-    still fail.
+    A rank that dies (a native crash: SIGABRT, SIGSEGV) fails the test with the signal's name.
     """
-    try:
-        return _run_ranks_once(world_size, fn, args, backend)
-    except mp.ProcessExitedException as crash:
-        if not retry_native_crash or crash.signal_name not in ("SIGABRT", "SIGSEGV"):
-            raise
-        warnings.warn(f"run_ranks({world_size}, {fn.__name__}): {crash}; retrying once (known native crash)")
-        return _run_ranks_once(world_size, fn, args, backend)
-
-
-def _run_ranks_once(world_size: int, fn, args: tuple, backend: str) -> list:
     with tempfile.TemporaryDirectory() as tmp:
         mp.start_processes(_entry, args=(world_size, backend, tmp, fn, args), nprocs=world_size, start_method="spawn")
         outcomes = []

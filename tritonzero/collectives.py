@@ -13,7 +13,7 @@ import functools
 import torch
 import torch.distributed as dist
 
-__all__ = ["reduce_scatter", "all_gather", "all_gather_coalesced"]
+__all__ = ["reduce_scatter", "all_gather", "all_gather_coalesced", "WorkList"]
 
 _SUM = dist.ReduceScatterOptions()
 _SUM.reduceOp = dist.ReduceOp.SUM
@@ -48,6 +48,29 @@ def all_gather(output: torch.Tensor, input: torch.Tensor, group: dist.ProcessGro
     return group._allgather_base(output, input)
 
 
-def all_gather_coalesced(outputs: list[torch.Tensor], inputs: list[torch.Tensor], group: dist.ProcessGroup) -> dist.Work:
-    """``all_gather`` of every pair in one call (one NCCL group: one launch, one ``Work``)."""
+def all_gather_coalesced(outputs: list[torch.Tensor], inputs: list[torch.Tensor], group: dist.ProcessGroup) -> dist.Work | WorkList:
+    """``all_gather`` of every pair: on CUDA in one call (one NCCL group: one launch, one ``Work``).
+
+    On CPU (gloo) each pair gets its own ``all_gather``: two of gloo's coalesced all-gathers in
+    flight at once corrupt the heap (torch 2.13; reproduced without tritonzero, RESULTS.md,
+    twentieth session), and ``ParamGather`` leaves one in flight per chunk.
+    """
+    if outputs[0].device.type == "cpu":
+        return WorkList([all_gather(out, inp, group) for out, inp in zip(outputs, inputs)])
     return group.allgather_into_tensor_coalesced(outputs, inputs)
+
+
+class WorkList:
+    """Several ``Work``s waited for as one.
+
+    >>> work = WorkList([all_gather(out, inp, group) for out, inp in pairs])
+    >>> work.wait()  # every one of them is done
+    """
+
+    def __init__(self, works: list[dist.Work]):
+        self.works = works
+
+    def wait(self) -> bool:
+        for work in self.works:
+            work.wait()
+        return True

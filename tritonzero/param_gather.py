@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from tritonzero.bucket import Bucket
-from tritonzero.collectives import all_gather_coalesced
+from tritonzero.collectives import WorkList, all_gather_coalesced
 from tritonzero.timeline import Timeline, marker
 from tritonzero.weak_hooks import remove_with, weak_call
 
@@ -52,7 +52,7 @@ class ParamGather:
         self._cuda = device.type == "cuda"
         self._stream = torch.cuda.Stream(device, priority=-1) if self._cuda else None
         self._events = [torch.cuda.Event() for _ in self.chunks] if self._cuda else []
-        self._works: dict[int, dist.Work] = {}
+        self._works: dict[int, dist.Work | WorkList] = {}
         self._pending: set[int] = set()  # chunks started and not waited for
         if overlap:
             # Weak (weak_hooks.py): a model kept after its optimizer is dropped must not keep the
