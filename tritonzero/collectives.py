@@ -51,9 +51,10 @@ def all_gather(output: torch.Tensor, input: torch.Tensor, group: dist.ProcessGro
 def all_gather_coalesced(outputs: list[torch.Tensor], inputs: list[torch.Tensor], group: dist.ProcessGroup) -> dist.Work | WorkList:
     """``all_gather`` of every pair: on CUDA in one call (one NCCL group: one launch, one ``Work``).
 
-    On CPU (gloo) each pair gets its own ``all_gather``: two of gloo's coalesced all-gathers in
-    flight at once corrupt the heap (torch 2.13; reproduced without tritonzero, RESULTS.md,
-    twentieth session), and ``ParamGather`` leaves one in flight per chunk.
+    On CPU (gloo) each pair gets its own ``all_gather``. gloo's coalesced all-gather reads a call's
+    inputs as the first one's dtype (a chunk holds one bucket per dtype), and two of them in
+    flight at once corrupt the heap (``ParamGather`` leaves one in flight per chunk). Both
+    reproduced with torch 2.13 and gloo alone (RESULTS.md, section 5).
     """
     if outputs[0].device.type == "cpu":
         return WorkList([all_gather(out, inp, group) for out, inp in zip(outputs, inputs)])
