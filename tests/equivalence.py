@@ -18,6 +18,10 @@ import torch.distributed as dist
 from tritonzero import ZeroOptimizer
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# dtype "mixed": each layer its own dtype, as in mixed-precision models (16-bit layers beside fp32
+# ones). One bucket stream per dtype, so a step chunk gathers buckets of all three; the fp16
+# layer turns the dynamic loss scale on for every bucket.
+MIXED = {"inp": torch.bfloat16, "mid": torch.float32, "out": torch.float16, "unused": torch.bfloat16}
 # Relative error of the update. fp32: fp32 arithmetic and fp32 parameter storage against fp64
 # (with clipping the updates are small, so rounding the parameters shows: up to 2e-5). bf16/fp16: the model's own
 # forward and backward run in that dtype (8 and 11 bits of mantissa) while the reference is fp64.
@@ -27,6 +31,7 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TOLERANCE = {
     ("sgd", "fp32"): 1e-4, ("sgd", "bf16"): 1e-2, ("sgd", "fp16"): 3e-3,
     ("adamw", "fp32"): 1e-4, ("adamw", "bf16"): 6e-2, ("adamw", "fp16"): 4e-2,
+    ("sgd", "mixed"): 1e-2, ("adamw", "mixed"): 6e-2,  # bf16's, the loosest of its dtypes
 }
 GLOBAL_BATCH = 48  # divisible by 1, 2, 3, 4 and 8 ranks, and by 2 micro-batches on each
 
@@ -44,7 +49,9 @@ class Net(torch.nn.Module):
         self.use_all = use_all
 
     def forward(self, x):
-        y = self.out(torch.tanh(self.mid(torch.nn.functional.gelu(self.inp(x)))))
+        h = torch.nn.functional.gelu(self.inp(x.to(self.inp.weight.dtype)))
+        h = torch.tanh(self.mid(h.to(self.mid.weight.dtype)))
+        y = self.out(h.to(self.out.weight.dtype))
         if self.use_all:
             y = y + self.unused.weight.sum() * 1e-2 + self.unused.bias.sum()
         return y
@@ -104,9 +111,10 @@ def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, u
     is a view, a slice of one of their gradients, not a tensor of its own).
     """
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-    dtype = DTYPES[dtype_name]
     torch.manual_seed(1234)
-    model = Net(use_all, mid_width).to(device=device, dtype=dtype)
+    model = Net(use_all, mid_width).to(device)
+    for name, layer in model.named_children():
+        layer.to(MIXED[name] if dtype_name == "mixed" else DTYPES[dtype_name])
     ref = copy.deepcopy(model).double()  # starts from the same (rounded) values
     ref_opt = _optimizer(opt_name, ref, lr, fused=False)
     opt = ZeroOptimizer(model, _optimizer(opt_name, model, lr, fused), bucket_size=bucket_size,
@@ -125,7 +133,7 @@ def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, u
         poison = float("inf") if step == bad_step and rank == world - 1 else 1.0
         for m in range(accum):
             xm, ym = xs[m * micro : (m + 1) * micro], ys[m * micro : (m + 1) * micro]
-            loss = torch.nn.functional.mse_loss(model(xm.to(dtype)).float(), ym) * (grad_scale * poison / accum)
+            loss = torch.nn.functional.mse_loss(model(xm).float(), ym) * (grad_scale * poison / accum)
             with opt.no_sync() if m < accum - 1 else contextlib.nullcontext():
                 opt.backward(loss)
         opt.finish_grad_sync()
@@ -154,7 +162,7 @@ def run_case(opt_name: str, dtype_name: str, bucket_size: int, steps: int = 3, u
     num = den = 0.0
     for p, q in zip(model.parameters(), ref.parameters()):
         m = masters[id(p)].double()
-        if not torch.equal(p.detach(), m.to(dtype)):
+        if not torch.equal(p.detach(), m.to(p.dtype)):
             raise AssertionError(f"rank {rank}: model parameter differs from its gathered master weight")
         d_ref = q.detach() - start[id(p)]
         num += (m - start[id(p)] - d_ref).square().sum().item()

@@ -17,7 +17,7 @@ pytestmark = cpu_only
 # 10**6 makes one bucket bigger than the whole model.
 CASES = {
     f"{o}-{d}-{b}": dict(opt_name=o, dtype_name=d, bucket_size=b)
-    for o in ("sgd", "adamw") for d in ("fp32", "bf16", "fp16") for b in (200, 10**6)
+    for o in ("sgd", "adamw") for d in ("fp32", "bf16", "fp16", "mixed") for b in (200, 10**6)
 }
 CASES |= {
     # gradients around 1e-7: must not underflow in the fp16 reduction
