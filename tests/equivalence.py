@@ -19,8 +19,8 @@ from tritonzero import ZeroOptimizer
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # dtype "mixed": each layer its own dtype, as in mixed-precision models (16-bit layers beside fp32
-# ones). One bucket stream per dtype, so a step chunk gathers buckets of all three; the fp16
-# layer turns the dynamic loss scale on for every bucket.
+# ones). One bucket stream per dtype, so a step chunk gathers buckets of several dtypes; the
+# fp16 layer turns the dynamic loss scale on for every bucket.
 MIXED = {"inp": torch.bfloat16, "mid": torch.float32, "out": torch.float16, "unused": torch.bfloat16}
 # Relative error of the update. fp32: fp32 arithmetic and fp32 parameter storage against fp64
 # (with clipping the updates are small, so rounding the parameters shows: up to 2e-5). bf16/fp16: the model's own
@@ -38,7 +38,8 @@ GLOBAL_BATCH = 48  # divisible by 1, 2, 3, 4 and 8 ranks, and by 2 micro-batches
 
 class Net(torch.nn.Module):
     """Odd sizes; ``unused`` gets no gradient unless ``use_all``. ``mid_width`` 1531 makes
-    ``mid.weight`` 68,895 elements, above the copy engine's ``DIRECT_MIN_ELEMENTS``."""
+    ``mid.weight`` 68,895 elements, above the copy engine's ``DIRECT_MIN_ELEMENTS``. Each layer
+    casts its input to its own dtype, so its layers may differ in dtype (``MIXED``)."""
 
     def __init__(self, use_all: bool = True, mid_width: int = 33):
         super().__init__()
