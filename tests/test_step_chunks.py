@@ -105,4 +105,3 @@ def test_chunked_step_equals_one_chunk(world_size):
         assert all(r["chunks"] > 1 for r in parts)
         assert [r["params"] for r in parts] == [r["params"] for r in whole]
     assert all(r["params"] == whole[0]["params"] for r in whole)
-
