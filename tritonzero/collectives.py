@@ -3,7 +3,8 @@
 ``dist.reduce_scatter_tensor`` and friends wrap the process group's methods in Python layers
 (logging decorator, argument checks, renames across torch versions) that cost about 50 µs a
 call on the host; with hundreds of buckets a step that is time backward spends launching.
-Each function returns the async ``Work``; call ``.wait()`` on it.
+Each function returns the async ``Work`` (``all_gather_coalesced`` on CPU: a ``WorkList`` of
+them); call ``.wait()`` on it.
 """
 
 from __future__ import annotations
