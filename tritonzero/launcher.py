@@ -45,7 +45,9 @@ class CommLauncher:
     parameter's storage), and an optimizer dropped by its user must not stay reachable from the
     thread; nor may each optimizer built leave a thread behind. (Ending a per-optimizer thread
     once its launcher was collected was tried: the CPU equivalence tests then crashed in a
-    native thread, SIGSEGV, in 2 of 13 runs. Not understood; a shared thread needs no ending.)
+    native thread, SIGSEGV, in 2 of 13 runs, against 0 of 9 without it. That may have been
+    gloo's coalesced all-gather, which crashed CPU runs about once in 14 until tritonzero
+    stopped using it (RESULTS.md, section 5); not retried, as a shared thread needs no ending.)
     """
 
     def __init__(self, device: torch.device, comm_stream: torch.cuda.Stream | None):
