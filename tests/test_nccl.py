@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from distributed import gpu_worlds, run_ranks
-from equivalence import run_case
+from equivalence import DTYPES, MIXED, run_case
 from test_equivalence import CASES, all_cases, tolerance
 from test_send_buffer import DTYPES, REDUCE, check, every_case
 
@@ -72,7 +72,10 @@ def test_keep_grads_until_step_changes_no_bit(world):
 
 def mid_goes_unprepped(case: dict) -> bool:
     """Whether ``mid.weight``'s bucket is sent straight from the gradient: no cast to another
-    reduce dtype, and no loss scale to divide by first. In "mixed" an fp16 layer turns the loss
-    scale on and ``mid`` is fp32, whose sums are unscaled before the reduction (only fp16 sums
-    keep the scale), so prep copies it."""
-    return not case.get("reduce_dtype") and case["dtype_name"] != "mixed"
+    reduce dtype, and no loss scale to divide by first. Any fp16 layer turns the loss scale on,
+    and only fp16 sums keep it; others are unscaled by prep before the sum (in "mixed", the
+    fp32 ``mid`` beside the fp16 ``out``)."""
+    name = case["dtype_name"]
+    dtypes = MIXED if name == "mixed" else dict.fromkeys(MIXED, DTYPES[name])
+    scaled = torch.float16 in dtypes.values()
+    return not case.get("reduce_dtype") and (not scaled or dtypes["mid"] == torch.float16)

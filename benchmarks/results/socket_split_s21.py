@@ -13,6 +13,7 @@ beside backward than alone. Per bucket size, three rows (bench_overlap.py's harn
 
 from __future__ import annotations
 
+import argparse
 import pathlib
 import sys
 
@@ -38,8 +39,6 @@ def build_comm_only(model, args, bucket, **options):
 
 
 def main() -> None:
-    import argparse
-
     parser = argparse.ArgumentParser()
     parser.add_argument("--buckets", default="1e6,4e6,25e6")
     parser.add_argument("--warmup", type=int, default=3)
