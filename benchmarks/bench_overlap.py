@@ -147,7 +147,9 @@ def build_floor_sync(model, args, share: float = 1.0):
     return (lambda x: (fwd_bwd(x), dist.all_reduce(token))), (lambda: (step(), dist.all_reduce(token)))
 
 
-def build_tz(model, args, bucket, trace=False, fused=False, overlap=False, **options):
+def build_tz(model, args, bucket, trace=False, fused=False, overlap=False, loss=None, **options):
+    """``loss(model, x)``: the loss backward starts from (default: the model's forward)."""
+    loss = loss or (lambda m, x: loss_of(m(x)))
     inner = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=fused)
     opt = ZeroOptimizer(model, inner, bucket_size=int(bucket), trace=trace, overlap_param_gather=overlap, **options)
     if trace:
@@ -156,7 +158,7 @@ def build_tz(model, args, bucket, trace=False, fused=False, overlap=False, **opt
         OUTSIDE_ALLOCATOR.append(opt.sync.transport.nbytes)
 
     def fwd_bwd(x):
-        opt.backward(loss_of(model(x)))
+        opt.backward(loss(model, x))
         opt.finish_grad_sync()
 
     return fwd_bwd, (lambda: (opt.step(), opt.zero_grad()))
@@ -209,13 +211,14 @@ def fresh_model() -> Stack:
         return Stack().half()
 
 
-def collectives_alone(x, args):
+def collectives_alone(x, args, chunk: int = 25_000_000, op=dist.ReduceOp.SUM, group=None):
     """The comm floor of ZeRO-2: reduce-scatter every gradient and all-gather every parameter
-    (fp16, 25e6-element buckets), nothing else running. fwd_bwd_sync_ms holds the reduce-scatter
-    time, step_ms reduce-scatter + all-gather."""
+    (fp16, ``chunk``-element buckets), nothing else running. fwd_bwd_sync_ms holds the
+    reduce-scatter time, step_ms reduce-scatter + all-gather. ``op`` and ``group``: the
+    reduce-scatters' (e.g. ``dist._make_nccl_premul_sum(0.5)``, a high-priority group)."""
     world = dist.get_world_size()
     n = sum(p.numel() for p in fresh_model().parameters())
-    chunk = 25_000_000 // world * world
+    chunk = chunk // world * world
     full = torch.randn(n // chunk * chunk, device="cuda", dtype=torch.float16).view(-1, chunk)
     shard = torch.empty(full.shape[0], chunk // world, device="cuda", dtype=torch.float16)
     rs, both = [], []
@@ -223,10 +226,10 @@ def collectives_alone(x, args):
         e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         e0.record()
         for row, out in zip(full, shard):
-            dist.reduce_scatter_tensor(out, row)
+            dist.reduce_scatter_tensor(out, row, op=op, group=group)
         e1.record()
         for row, out in zip(full, shard):
-            dist.all_gather_into_tensor(row, out)
+            dist.all_gather_into_tensor(row, out, group=group)
         e2.record()
         e2.synchronize()
         if i >= args.warmup:

@@ -22,20 +22,16 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import bench_overlap as bo  # noqa: E402
-from tritonzero import ZeroOptimizer  # noqa: E402
+
+
+def no_compute_loss(model, x):
+    """A loss that reads one element of every parameter: backward does no compute and every
+    gradient is ready at once."""
+    return torch.stack([p.view(-1)[0].float() for p in model.parameters()]).sum() * 0.0
 
 
 def build_comm_only(model, args, bucket, **options):
-    opt = ZeroOptimizer(
-        model, torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True), bucket_size=int(bucket), **options
-    )
-    params = list(model.parameters())
-
-    def fwd_bwd(x):
-        opt.backward(torch.stack([p.view(-1)[0].float() for p in params]).sum() * 0.0)
-        opt.finish_grad_sync()
-
-    return fwd_bwd, (lambda: (opt.step(), opt.zero_grad()))
+    return bo.build_tz(model, args, bucket, fused=True, loss=no_compute_loss, **options)
 
 
 def main() -> None:
