@@ -211,30 +211,33 @@ def fresh_model() -> Stack:
         return Stack().half()
 
 
-def collectives_alone(x, args, chunk: int = 25_000_000, op=dist.ReduceOp.SUM, group=None):
+def collectives_alone(x, args, chunk: int | list[int] = 25_000_000, op=dist.ReduceOp.SUM, group=None):
     """The comm floor of ZeRO-2: reduce-scatter every gradient and all-gather every parameter
     (fp16, ``chunk``-element buckets), nothing else running. fwd_bwd_sync_ms holds the
-    reduce-scatter time, step_ms reduce-scatter + all-gather. ``op`` and ``group``: the
-    reduce-scatters' (e.g. ``dist._make_nccl_premul_sum(0.5)``, a high-priority group)."""
+    reduce-scatter time, step_ms reduce-scatter + all-gather, both scaled to the model's
+    element count. ``chunk`` may also list the buckets' sizes (multiples of the world size),
+    e.g. a tritonzero layout's. ``op`` and ``group``: the reduce-scatters' (e.g.
+    ``dist._make_nccl_premul_sum(0.5)``, a high-priority group)."""
     world = dist.get_world_size()
     n = sum(p.numel() for p in fresh_model().parameters())
-    chunk = chunk // world * world
-    full = torch.randn(n // chunk * chunk, device="cuda", dtype=torch.float16).view(-1, chunk)
-    shard = torch.empty(full.shape[0], chunk // world, device="cuda", dtype=torch.float16)
+    if isinstance(chunk, int):
+        chunk = [chunk // world * world] * (n // (chunk // world * world))
+    rows = torch.randn(sum(chunk), device="cuda", dtype=torch.float16).split(chunk)
+    shards = [torch.empty(c // world, device="cuda", dtype=torch.float16) for c in chunk]
     rs, both = [], []
     for i in range(args.warmup + args.steps):
         e0, e1, e2 = (torch.cuda.Event(enable_timing=True) for _ in range(3))
         e0.record()
-        for row, out in zip(full, shard):
+        for row, out in zip(rows, shards):
             dist.reduce_scatter_tensor(out, row, op=op, group=group)
         e1.record()
-        for row, out in zip(full, shard):
+        for row, out in zip(rows, shards):
             dist.all_gather_into_tensor(row, out, group=group)
         e2.record()
         e2.synchronize()
         if i >= args.warmup:
-            rs.append(e0.elapsed_time(e1) * n / full.numel())
-            both.append(e0.elapsed_time(e2) * n / full.numel())
+            rs.append(e0.elapsed_time(e1) * n / sum(chunk))
+            both.append(e0.elapsed_time(e2) * n / sum(chunk))
     return {"system": "RS + AG alone (comm floor)", "fwd_bwd_sync_ms": statistics.median(rs),
             "step_ms": statistics.median(both), "peak_gib": float("nan")}
 

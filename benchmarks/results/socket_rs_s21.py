@@ -5,6 +5,7 @@ Part 1, plain torch (``bench_overlap.collectives_alone``): reduce-scatter, then 
 model's element count (fp16) back to back in chunks of 1e6 / 4e6 / 25e6 elements, with SUM or
 with the pre-multiplied sum tritonzero asks for (x 1 / world size), on the default process group
 or on a second one with NCCL's high-priority stream.
+Then plain reduce-scatters of tritonzero's bucket sizes (1e6, 25e6), SUM on the default group.
 Part 2, tritonzero with the no-compute backward of socket_split_s21.py, with and without
 ``high_priority_comm``, and once with no back-pressure (``max_buckets_in_flight`` above the
 bucket count).
@@ -25,6 +26,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import bench_overlap as bo  # noqa: E402
 from socket_split_s21 import build_comm_only  # noqa: E402
+from tritonzero.layout import plan_buckets  # noqa: E402
 
 
 def main() -> None:
@@ -43,6 +45,14 @@ def main() -> None:
                 r = bo.collectives_alone(x, args, chunk, op, group)
                 lines.append(f"RS {chunk:<8.3g} {op_name:<10} {group_name:<20} {r['fwd_bwd_sync_ms']:8.1f} ms"
                              f"   RS + AG {r['step_ms']:8.1f} ms")
+    # Plain reduce-scatters of tritonzero's own bucket sizes (its layout for 2 ranks), default group, SUM.
+    params = list(bo.fresh_model().parameters())
+    for bucket in (1e6, 25e6):
+        sizes = [b.padded_numel for b in plan_buckets(params, [0] * len(params), int(bucket), dist.get_world_size())]
+        r = bo.collectives_alone(x, args, sizes)
+        name = f"RS of tz's {len(sizes)} bucket sizes at {bucket:.3g}"
+        lines.append(f"{name:<52} {r['fwd_bwd_sync_ms']:8.1f} ms"
+                     f"   RS + AG {r['step_ms']:8.1f} ms")
     args.lead_cycles = args.rest_cycles = 0
     variants = [(b, {"high_priority_comm": hp}) for b in (1e6, 25e6) for hp in (True, False)]
     variants.append((1e6, {"max_buckets_in_flight": 10**4}))
