@@ -16,7 +16,10 @@ Model: 8 pre-norm transformer blocks, d=2048 (about 403M parameters), fp16, inpu
 per GPU, AdamW (fp32 master weights and a scaled loss for every system, see ``MasterAdamW``).
 Systems run one after another in this process; each is timed with CUDA events over ``--steps``
 steps after ``--warmup`` steps, and rank 0 prints each system's medians as soon as it is done
-(and every rank's fwd+bwd+sync median; the JSON rows hold every rank's steps). The host waits for
+(and every rank's fwd+bwd+sync median; the JSON rows hold every rank's steps). ``--rounds R``
+runs the whole list R times, round-robin, and ends with a table pooled over the rounds, so that
+drift over a run hits every system alike (over the socket transport two identical tritonzero
+systems, 1e6 and 4e6 buckets, have differed by up to 11% in one pass). The host waits for
 the GPU at every step's start; ``--lead-ms L`` lets it run L ms ahead instead (a GPU sleep before
 the timed window), as in a loop that does not sync every step.
 On a power-capped GPU (the H200s measured: 700 W, reached during fwd+bwd) the SM clock depends
@@ -211,6 +214,9 @@ def fresh_model() -> Stack:
         return Stack().half()
 
 
+COMM_FLOOR = "RS + AG alone (comm floor)"
+
+
 def collectives_alone(x, args, chunk: int | list[int] = 25_000_000, op=dist.ReduceOp.SUM, group=None):
     """The comm floor of ZeRO-2: reduce-scatter every gradient and all-gather every parameter
     (fp16, ``chunk``-element buckets), nothing else running. fwd_bwd_sync_ms holds the
@@ -238,8 +244,9 @@ def collectives_alone(x, args, chunk: int | list[int] = 25_000_000, op=dist.Redu
         if i >= args.warmup:
             rs.append(e0.elapsed_time(e1) * n / sum(chunk))
             both.append(e0.elapsed_time(e2) * n / sum(chunk))
-    return {"system": "RS + AG alone (comm floor)", "fwd_bwd_sync_ms": statistics.median(rs),
-            "step_ms": statistics.median(both), "peak_gib": float("nan")}
+    return {"system": COMM_FLOOR, "fwd_bwd_sync_ms": statistics.median(rs),
+            "step_ms": statistics.median(both), "peak_gib": float("nan"),
+            "steps": {"fwd_bwd_sync_ms": rs, "step_ms": both}}
 
 
 class SystemUnavailable(Exception):
@@ -321,7 +328,8 @@ def run(name, builder, x, args):
            "fwd_bwd_sync_steps_per_rank": per_rank,
            "step_ms": statistics.median(step_ms),
            "iteration_ms": statistics.median(iter_ms),
-           "peak_gib": (torch.cuda.max_memory_allocated() - before + sum(OUTSIDE_ALLOCATOR)) / 2**30}
+           "peak_gib": (torch.cuda.max_memory_allocated() - before + sum(OUTSIDE_ALLOCATOR)) / 2**30,
+           "steps": {"fwd_bwd_sync_ms": sync_ms, "step_ms": step_ms, "iteration_ms": iter_ms}}
     OUTSIDE_ALLOCATOR.clear()
     del model, fwd_bwd, step
     return row
@@ -336,7 +344,36 @@ def print_row(r: dict, floor: dict | None) -> None:
           f"{ratio['step_ms']:>7.2f} {r.get('iteration_ms', float('nan')):>8.1f} {ratio['iteration_ms']:>7.2f} {r['peak_gib']:>8.2f}"
           + ("  " + "/".join(f"{statistics.median(ms):.2f}" for ms in r["fwd_bwd_sync_steps_per_rank"])
              if "fwd_bwd_sync_steps_per_rank" in r else "")
+          + ("  rounds " + " ".join(f"{ms:.1f}" for ms in r["round_medians"]) if "round_medians" in r else "")
           + ("" if r.get("finite", True) else "  NON-FINITE PARAMETERS"), flush=True)
+
+
+def pooled(rows: list[dict]) -> list[dict]:
+    """One row per system over every round of ``--rounds``: medians of all its steps (this
+    rank's), the highest peak, and each round's fwd+bwd+sync median in ``round_medians``."""
+    by_system: dict[str, list[dict]] = {}
+    for r in rows:
+        if "error" not in r:
+            by_system.setdefault(r["system"], []).append(r)
+    table = []
+    for system, runs in by_system.items():
+        row = {"system": system, "round": "all", "finite": all(r.get("finite", True) for r in runs),
+               "peak_gib": max(r["peak_gib"] for r in runs), "round_medians": [r["fwd_bwd_sync_ms"] for r in runs]}
+        row.update({k: statistics.median([v for r in runs for v in r["steps"][k]]) for k in runs[0]["steps"]})
+        table.append(row)
+    return table
+
+
+def print_pooled(table: list[dict]) -> None:
+    """``pooled``'s rows against the floor, and against the comm floor when it ran (socket runs)."""
+    floor = next((r for r in table if r["system"].startswith("floor")), None)
+    comm = next((r for r in table if r["system"] == COMM_FLOOR), None)
+    print(f"\npooled over {len(table[0]['round_medians'])} rounds (all steps of every round; per-round fwd+bwd+sync medians last)")
+    for r in table:
+        print_row(r, floor)
+        if comm is not None and r is not comm and r is not floor:
+            print(f"{'':<26} x RS alone {r['fwd_bwd_sync_ms'] / comm['fwd_bwd_sync_ms']:.3f}, "
+                  f"step x RS + AG alone {r['step_ms'] / comm['step_ms']:.3f}", flush=True)
 
 
 def plan_systems(systems: str, buckets: list[float], step_chunks: str | None = None) -> list[tuple[str, object]]:
@@ -382,6 +419,9 @@ def main() -> None:
                         help="let the host run this far ahead of the GPU at each step's start (a GPU sleep before the timed window)")
     parser.add_argument("--rest-ms", type=float, default=0.0,
                         help="a GPU sleep after every step: each fwd+bwd starts on a rested GPU (see the module doc)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every system this many times, round-robin, against drift; then a pooled table "
+                             "(JSON rows get \"round\": 0, 1, ... and the pooled ones \"all\")")
     parser.add_argument("--step-chunks", default=None, help="tritonzero systems once per value, e.g. 1,2,4 (default: its default)")
     args = parser.parse_args()
     rank, x = join_ranks()
@@ -395,20 +435,30 @@ def main() -> None:
         print(f"{'system':<26} {'fwd+bwd+sync ms':>15} {'x floor':>7} {'step ms':>8} {'x floor':>7} {'iter ms':>8} {'x floor':>7} {'peak GiB':>8}  fwd+bwd+sync per rank",
               flush=True)
     rows = []
-    for name, builder in plan:
-        try:
-            rows.append(collectives_alone(x, args) if builder is None else run(name, builder, x, args))
-        except SystemUnavailable as e:  # report and go on to the next system
-            rows.append({"system": name, "error": str(e)[:200]})
-        # Any other error ends the run: it may have struck one rank only, mid-step, and the
-        # others would wait for its collectives forever.
-        dist.barrier()
-        if rank == 0:  # row by row, so a run cut short keeps what it measured
-            floor = next((r for r in rows if r["system"].startswith("floor") and "error" not in r), None)
-            print_row(rows[-1], floor)
-            if args.out:
-                with open(args.out, "w") as f:
-                    json.dump(rows, f, indent=1)
+    for round_ in range(args.rounds):
+        this_round = []
+        for name, builder in plan:
+            try:
+                row = collectives_alone(x, args) if builder is None else run(name, builder, x, args)
+            except SystemUnavailable as e:  # report and go on to the next system
+                row = {"system": name, "error": str(e)[:200]}
+            # Any other error ends the run: it may have struck one rank only, mid-step, and the
+            # others would wait for its collectives forever.
+            dist.barrier()
+            this_round.append({**row, "round": round_})
+            rows.append(this_round[-1])
+            if rank == 0:  # row by row, so a run cut short keeps what it measured
+                floor = next((r for r in this_round if r["system"].startswith("floor") and "error" not in r), None)
+                print_row(rows[-1], floor)
+                if args.out:
+                    with open(args.out, "w") as f:
+                        json.dump(rows, f, indent=1)
+    if rank == 0 and args.rounds > 1:
+        table = pooled(rows)
+        print_pooled(table)
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump(rows + table, f, indent=1)
     if rank == 0:
         for bucket, timeline in TRACED:
             exposed = timeline.exposed_comm_ms()

@@ -104,3 +104,21 @@ def test_floor_shard_sync_steps_only_this_ranks_share_and_drops_every_gradient(m
     assert any(id(p) in linear_weights for p in stepped)
     assert all(m for m, p in zip(moved, stepped) if id(p) in linear_weights)  # real steps on this rank's share
     assert _nonfinite_fraction(model) == 0.0
+
+
+def test_pooled_rounds_take_every_step_of_every_round():
+    def row(system, round_, sync, step, peak):
+        return {"system": system, "round": round_, "fwd_bwd_sync_ms": sorted(sync)[len(sync) // 2], "peak_gib": peak,
+                "steps": {"fwd_bwd_sync_ms": sync, "step_ms": step}}
+
+    rows = [row("floor", 0, [20.0, 21.0, 25.0], [26.0, 27.0, 30.0], 7.5),
+            row("tz 1e+06", 0, [150.0, 160.0, 140.0], [300.0, 310.0, 290.0], 5.1),
+            {"system": "deepspeed 1e+06", "round": 0, "error": "ImportError"},
+            row("floor", 1, [19.0, 22.0, 23.0], [25.0, 28.0, 29.0], 7.4),
+            row("tz 1e+06", 1, [130.0, 135.0, 170.0], [280.0, 285.0, 330.0], 5.2)]
+    table = bench_overlap.pooled(rows)
+    assert [r["system"] for r in table] == ["floor", "tz 1e+06"]  # the failed system is left out
+    floor, tz = table
+    assert floor["fwd_bwd_sync_ms"] == 21.5 and floor["step_ms"] == 27.5  # median of six steps, not of two medians
+    assert tz["fwd_bwd_sync_ms"] == 145.0 and tz["step_ms"] == 295.0
+    assert tz["round_medians"] == [150.0, 135.0] and tz["peak_gib"] == 5.2 and tz["round"] == "all"
