@@ -227,7 +227,8 @@ def collectives_alone(x, args, chunk: int | list[int] = 25_000_000, op=dist.Redu
     world = dist.get_world_size()
     n = sum(p.numel() for p in fresh_model().parameters())
     if isinstance(chunk, int):
-        chunk = [chunk // world * world] * (n // (chunk // world * world))
+        size = chunk // world * world
+        chunk = [size] * (n // size)
     rows = torch.randn(sum(chunk), device="cuda", dtype=torch.float16).split(chunk)
     shards = [torch.empty(c // world, device="cuda", dtype=torch.float16) for c in chunk]
     rs, both = [], []

@@ -9,7 +9,7 @@ import torch
 from distributed import gpu_worlds, run_ranks
 from equivalence import DTYPES, MIXED, run_case
 from test_equivalence import CASES, all_cases, tolerance
-from test_send_buffer import DTYPES, REDUCE, check, every_case
+from test_send_buffer import REDUCE, check, every_case
 
 pytestmark = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
 
